@@ -1,0 +1,116 @@
+"""``kubegpu fault``: inject faults into a simulated machine that a plugin (and exporter) run on.
+
+Owns the command line of fault injection: it validates the GPU against the
+machine profile and appends to the machine's fault journal, which every
+running simulated backend of that machine tails. Must not touch a real GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kubegpu.gpu import errors, faults, profiles
+from kubegpu.gpu.model import Machine
+
+_XID_MEANINGS = {
+    13: "graphics engine exception",
+    31: "GPU memory page fault",
+    43: "GPU stopped processing",
+    45: "preemptive cleanup",
+    48: "double-bit ECC error",
+    63: "ECC page retirement or row remapping recorded",
+    64: "ECC page retirement or row remapper failure",
+    68: "video processor exception",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    109: "context switch timeout",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kubegpu fault",
+        description="Inject a fault into a simulated machine. Every kubegpu process simulating that machine "
+        "(plugin, exporter) sees it within milliseconds.",
+    )
+    target = argparse.ArgumentParser(add_help=False)
+    target.add_argument("--machine", default="dgx-a100", help="simulated machine profile (default: dgx-a100)")
+    target.add_argument(
+        "--fault-file",
+        type=Path,
+        help="the machine's fault journal (default: $KUBEGPU_FAULT_FILE or <tmp>/kubegpu-faults-<machine>.jsonl); "
+        "pass the same path the plugin was started with",
+    )
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    xid = sub.add_parser("xid", parents=[target], help="an XID critical error")
+    xid.add_argument("--gpu", required=True, help="GPU index or UUID")
+    xid.add_argument("--xid", type=int, required=True, help="XID number, e.g. 79 (fallen off the bus)")
+    xid.add_argument("--mig", type=int, help="narrow to the MIG device with this index on the GPU")
+    ecc = sub.add_parser("ecc", parents=[target], help="an ECC error (double-bit unless --single-bit)")
+    ecc.add_argument("--gpu", required=True, help="GPU index or UUID")
+    ecc.add_argument("--single-bit", action="store_true", help="a corrected single-bit error instead")
+    ecc.add_argument("--mig", type=int, help="narrow to the MIG device with this index on the GPU")
+    lost = sub.add_parser("lost", parents=[target], help="the GPU falls off the bus")
+    lost.add_argument("--gpu", required=True, help="GPU index or UUID")
+    recover = sub.add_parser("recover", parents=[target], help="the GPU is healthy again")
+    recover.add_argument("--gpu", required=True, help="GPU index or UUID")
+    sub.add_parser("list", parents=[target], help="print the journal")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        machine = profiles.load(args.machine)
+    except errors.ProfileError as exc:
+        parser.error(str(exc))
+    path: Path = args.fault_file or faults.default_path(machine.name)
+    if args.action == "list":
+        try:
+            for fault in faults.read_all(path):
+                print(fault.to_json())
+        except errors.GpuError as exc:
+            print(f"kubegpu fault: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    gpu = _gpu_index(machine, args.gpu)
+    if gpu is None:
+        parser.error(f"--gpu {args.gpu!r}: no such GPU on {machine.name} (0-{len(machine.gpus) - 1} or a UUID)")
+    mig = getattr(args, "mig", None)
+    if mig is not None and not 0 <= mig < len(machine.gpus[gpu].mig_devices):
+        parser.error(f"--mig {mig}: GPU {gpu} of {machine.name} has {len(machine.gpus[gpu].mig_devices)} MIG devices")
+    if args.action == "xid":
+        if args.xid <= 0:
+            parser.error(f"--xid must be a positive XID number, got {args.xid}")
+        fault = faults.Fault(kind="xid", gpu=gpu, xid=args.xid, mig=mig)
+    elif args.action == "ecc":
+        fault = faults.Fault(kind="ecc-sbe" if args.single_bit else "ecc-dbe", gpu=gpu, mig=mig)
+    elif args.action == "lost":
+        fault = faults.Fault(kind="lost", gpu=gpu)
+    else:
+        fault = faults.Fault(kind="recover", gpu=gpu)
+    faults.append(path, fault)
+    meaning = f" ({_XID_MEANINGS[fault.xid]})" if fault.xid in _XID_MEANINGS else ""
+    print(f"injected {fault.kind}{'' if fault.xid is None else f' {fault.xid}'}{meaning} on GPU {gpu} -> {path}")
+    return 0
+
+
+def xid_meaning(xid: int) -> str:
+    """A short human meaning of an XID, or ``unknown XID``."""
+    return _XID_MEANINGS.get(xid, "unknown XID")
+
+
+def _gpu_index(machine: Machine, value: str) -> int | None:
+    if value.isdigit():
+        index = int(value)
+        return index if 0 <= index < len(machine.gpus) else None
+    gpu = machine.gpu_by_uuid(value)
+    return None if gpu is None else gpu.index

@@ -1,0 +1,162 @@
+"""The fault journal: how faults reach a simulated machine from outside.
+
+A simulated machine is shared by every process that simulates it (the device
+plugin, the exporter), like real hardware is shared by NVML clients. Faults
+are appended to a journal file, one JSON object per line; every simulated
+backend of that machine tails the file. ``kubegpu fault`` writes it; tests and
+the demo call :func:`append` directly.
+
+Owns the journal line format, appending, reading from an offset and folding
+the journal into the machine's lasting state (lost GPUs, last XID, ECC counts).
+Must not decide device health: that is the device plugin's policy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from kubegpu.gpu import errors
+
+FaultKind = Literal["xid", "ecc-dbe", "ecc-sbe", "lost", "recover"]
+KINDS: tuple[FaultKind, ...] = ("xid", "ecc-dbe", "ecc-sbe", "lost", "recover")
+
+#: Environment variable that overrides the default journal location.
+ENV_FAULT_FILE = "KUBEGPU_FAULT_FILE"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected fault on GPU ``gpu`` (NVML index).
+
+    ``mig`` narrows an XID or ECC fault to one MIG device of that GPU (its
+    index among the GPU's MIG devices); None means the whole GPU.
+    """
+
+    kind: FaultKind
+    gpu: int
+    xid: int | None = None
+    mig: int | None = None
+    timestamp: float = 0.0
+
+    def to_json(self) -> str:
+        data: dict[str, object] = {"kind": self.kind, "gpu": self.gpu, "ts": self.timestamp or time.time()}
+        if self.xid is not None:
+            data["xid"] = self.xid
+        if self.mig is not None:
+            data["mig"] = self.mig
+        return json.dumps(data, sort_keys=True)
+
+    @staticmethod
+    def from_json(line: str, where: str = "<journal>") -> Fault:
+        try:
+            data = json.loads(line)
+            kind = data["kind"]
+            if kind not in KINDS:
+                raise ValueError(f"unknown fault kind {kind!r}")
+            xid = data.get("xid")
+            if kind == "xid" and not isinstance(xid, int):
+                raise ValueError("an xid fault needs an integer 'xid'")
+            return Fault(
+                kind=kind,
+                gpu=int(data["gpu"]),
+                xid=None if xid is None else int(xid),
+                mig=None if data.get("mig") is None else int(data["mig"]),
+                timestamp=float(data.get("ts", 0.0)),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise errors.GpuError(f"{where}: bad fault line {line.strip()!r}: {exc}") from exc
+
+
+def default_path(machine: str) -> Path:
+    """Where the journal of simulated machine ``machine`` lives unless told otherwise."""
+    override = os.environ.get(ENV_FAULT_FILE)
+    if override:
+        return Path(override)
+    return Path(tempfile.gettempdir()) / f"kubegpu-faults-{machine}.jsonl"
+
+
+def append(path: Path, fault: Fault) -> None:
+    """Append one fault; a single ``write`` with O_APPEND so concurrent writers never interleave."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = (fault.to_json() + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def read_from(path: Path, offset: int) -> tuple[list[Fault], int]:
+    """Faults written after byte ``offset``, and the offset to read from next.
+
+    A partly written last line is left for the next read. A journal that shrank
+    (truncated or replaced) is read again from the start. Bad lines are skipped
+    (a daemon must not die on one), and reported by :func:`read_all` instead.
+    """
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return [], 0
+    if size < offset:
+        offset = 0
+    if size == offset:
+        return [], offset
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        chunk = fh.read(size - offset)
+    end = chunk.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    faults = []
+    for line in chunk[: end + 1].decode(errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            faults.append(Fault.from_json(line, str(path)))
+        except errors.GpuError:
+            continue
+    return faults, offset + end + 1
+
+
+def read_all(path: Path) -> list[Fault]:
+    """Every fault in the journal; raises on a malformed line (for CLI listing)."""
+    if not path.exists():
+        return []
+    return [Fault.from_json(line, f"{path}:{n}") for n, line in enumerate(path.read_text().splitlines(), 1) if line]
+
+
+@dataclass
+class MachineState:
+    """What the journal says about the machine right now (a fold over its faults)."""
+
+    lost: set[int] = field(default_factory=set)
+    last_xid: dict[int, int] = field(default_factory=dict)
+    ecc_sbe: dict[int, int] = field(default_factory=dict)
+    ecc_dbe: dict[int, int] = field(default_factory=dict)
+
+    def apply(self, fault: Fault) -> None:
+        if fault.kind == "lost":
+            self.lost.add(fault.gpu)
+        elif fault.kind == "recover":
+            self.lost.discard(fault.gpu)
+        elif fault.kind == "xid" and fault.xid is not None:
+            self.last_xid[fault.gpu] = fault.xid
+        elif fault.kind == "ecc-sbe":
+            self.ecc_sbe[fault.gpu] = self.ecc_sbe.get(fault.gpu, 0) + 1
+        elif fault.kind == "ecc-dbe":
+            self.ecc_dbe[fault.gpu] = self.ecc_dbe.get(fault.gpu, 0) + 1
+
+
+def fold(faults: Iterable[Fault], state: MachineState | None = None) -> MachineState:
+    """Apply ``faults`` in order to ``state`` (a fresh one by default)."""
+    state = state or MachineState()
+    for fault in faults:
+        state.apply(fault)
+    return state

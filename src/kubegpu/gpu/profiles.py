@@ -1,0 +1,526 @@
+"""Machine profiles: simulated machines shipped as YAML data, and the canonical JSON form.
+
+Owns reading a profile (``gpu/profiles/<name>.yaml``, compact: GPU defaults, a
+PCIe path per GPU, NVLink pairs, MIG layouts) into a :class:`~kubegpu.gpu.model.Machine`,
+and converting machines to and from the canonical, fully expanded JSON form
+that the fake NVML library and ``--topology`` files read. Must not simulate
+behaviour over time (that is :mod:`kubegpu.gpu.simulated`) and must not talk to NVML.
+
+Profile format (every key is checked; unknown keys are errors naming their path)::
+
+    name: dgx-a100                 # must equal the file name
+    description: text
+    machine_type: NVIDIA DGX A100  # DMI product name
+    driver_version: 550.107.02
+    cuda_driver_version: "12.4"
+    gpu: {product_name, memory_mib, compute_capability: "8.0", ...}   # defaults
+    nvswitch: {fabric: fabric0, links: 12}   # optional: every GPU on one fabric
+    gpus:
+      - {pci_bus_id: "00000000:07:00.0", numa: 0, pcie: [cpu0, hb0, sw0, sw0a],
+         minor: 0, board: b0, mig: [1g.10gb, 2g.20gb]}   # minor/board/mig optional
+    nvlink: {"0-3": 2, "0-1": 1}   # direct GPU-to-GPU link counts
+
+PCIe relationships come from the paths: no common element is cross-CPU, only
+the CPU in common is same-CPU, CPU and host bridge is host-bridge, a common
+switch is single-switch when both GPUs sit directly under it and multi-switch
+otherwise; GPUs with the same ``board`` are same-board.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid as uuidlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubegpu.gpu import errors
+from kubegpu.gpu.model import Gpu, Machine, MigDevice, PcieLink, Topology
+
+_UUID_NAMESPACE = uuidlib.UUID("0b4b1f0e-6a57-4d5c-9f4e-6b7562656770")
+
+
+@dataclass(frozen=True)
+class MigProfileSpec:
+    """Size and engines of one MIG profile on one GPU product."""
+
+    memory_mib: int
+    multiprocessors: int
+    gi_slices: int
+    ci_slices: int
+    copy_engines: int
+    decoders: int
+    jpeg_engines: int
+    ofa_engines: int
+
+
+def _spec(mem: int, sms: int, gi: int, ci: int, ce: int, dec: int, jpg: int = 0, ofa: int = 0) -> MigProfileSpec:
+    return MigProfileSpec(mem, sms, gi, ci, ce, dec, jpg, ofa)
+
+
+#: MIG profiles per product (memory in MiB as NVML reports the GPU instance).
+MIG_PROFILES: dict[str, dict[str, MigProfileSpec]] = {
+    "NVIDIA A100-SXM4-80GB": {
+        "1g.10gb": _spec(9856, 14, 1, 1, 1, 0),
+        "1g.10gb+me": _spec(9856, 14, 1, 1, 1, 1, 1, 1),
+        "1g.20gb": _spec(19968, 14, 1, 1, 1, 1),
+        "2g.20gb": _spec(19968, 28, 2, 2, 2, 1),
+        "3g.40gb": _spec(40192, 42, 3, 3, 3, 2),
+        "4g.40gb": _spec(40192, 56, 4, 4, 4, 2),
+        "7g.80gb": _spec(80384, 98, 7, 7, 7, 5, 1, 1),
+        "1c.2g.20gb": _spec(19968, 14, 2, 1, 2, 1),
+    },
+    "NVIDIA A100-SXM4-40GB": {
+        "1g.5gb": _spec(4864, 14, 1, 1, 1, 0),
+        "1g.5gb+me": _spec(4864, 14, 1, 1, 1, 1, 1, 1),
+        "1g.10gb": _spec(9856, 14, 1, 1, 1, 1),
+        "2g.10gb": _spec(9856, 28, 2, 2, 2, 1),
+        "3g.20gb": _spec(19968, 42, 3, 3, 3, 2),
+        "4g.20gb": _spec(19968, 56, 4, 4, 4, 2),
+        "7g.40gb": _spec(40192, 98, 7, 7, 7, 5, 1, 1),
+    },
+    "NVIDIA H100 80GB HBM3": {
+        "1g.10gb": _spec(9984, 16, 1, 1, 1, 1, 1),
+        "1g.20gb": _spec(19968, 16, 1, 1, 1, 1, 1),
+        "2g.20gb": _spec(19968, 32, 2, 2, 2, 2, 2),
+        "3g.40gb": _spec(40448, 60, 3, 3, 3, 3, 3),
+        "4g.40gb": _spec(40448, 64, 4, 4, 4, 4, 4),
+        "7g.80gb": _spec(80896, 132, 7, 7, 8, 7, 7, 1),
+    },
+    "NVIDIA H200": {
+        "1g.18gb": _spec(16896, 16, 1, 1, 1, 1, 1),
+        "1g.35gb": _spec(33536, 16, 1, 1, 1, 1, 1),
+        "2g.35gb": _spec(33536, 32, 2, 2, 2, 2, 2),
+        "3g.71gb": _spec(67840, 60, 3, 3, 3, 3, 3),
+        "4g.71gb": _spec(67840, 64, 4, 4, 4, 4, 4),
+        "7g.141gb": _spec(135424, 132, 7, 7, 8, 7, 7, 1),
+    },
+}
+
+_GPU_KEYS = {
+    "product_name",
+    "memory_mib",
+    "compute_capability",
+    "mig_capable",
+    "power_limit_w",
+    "max_sm_clock_mhz",
+    "max_mem_clock_mhz",
+    "multiprocessors",
+    "pci_class",
+}
+_GPU_ENTRY_KEYS = _GPU_KEYS | {"pci_bus_id", "numa", "pcie", "minor", "board", "mig", "mig_enabled", "uuid"}
+_TOP_KEYS = {
+    "name",
+    "description",
+    "machine_type",
+    "driver_version",
+    "cuda_driver_version",
+    "gpu",
+    "gpus",
+    "nvlink",
+    "nvswitch",
+}
+
+
+def profiles_dir() -> Path:
+    """The directory of the shipped profiles inside the installed package."""
+    return Path(str(resources.files("kubegpu.gpu") / "profiles"))
+
+
+def available() -> list[str]:
+    """Names of the shipped profiles, sorted."""
+    return sorted(p.stem for p in profiles_dir().glob("*.yaml"))
+
+
+def load(name_or_path: str) -> Machine:
+    """Load a shipped profile by name, or a profile YAML / canonical JSON file by path.
+
+    Raises :class:`~kubegpu.gpu.errors.ProfileError` naming the file and key on bad input.
+    """
+    path = Path(name_or_path)
+    if name_or_path in available():
+        path = profiles_dir() / f"{name_or_path}.yaml"
+    elif not path.is_file():
+        raise errors.ProfileError(
+            f"unknown machine profile {name_or_path!r}: not a shipped profile ({', '.join(available())}) and not a file"
+        )
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise errors.ProfileError(f"{path}: cannot read: {exc.strerror}") from exc
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise errors.ProfileError(f"{path}: not valid YAML/JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise errors.ProfileError(f"{path}: top level must be a mapping")
+    if "topology" in data:  # canonical JSON
+        return machine_from_dict(data, source=str(path))
+    return from_profile(data, source=str(path))
+
+
+def _need(data: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...]) -> Any:
+    if key not in data:
+        raise errors.ProfileError(f"{where}: missing key '{key}'")
+    value = data[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise errors.ProfileError(f"{where}.{key}: expected {_kind_name(kind)}, got {value!r}")
+    return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    if isinstance(kind, tuple):
+        return " or ".join(k.__name__ for k in kind)
+    return kind.__name__
+
+
+def _check_keys(data: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    for key in data:
+        if key not in allowed:
+            raise errors.ProfileError(f"{where}.{key}: unknown key")
+
+
+def _cc(value: Any, where: str) -> tuple[int, int]:
+    try:
+        major, minor = str(value).split(".")
+        return int(major), int(minor)
+    except ValueError:
+        raise errors.ProfileError(f"{where}: compute capability must look like '8.0', got {value!r}") from None
+
+
+def _pcie_relation(a: Sequence[str], b: Sequence[str], board_a: str | None, board_b: str | None) -> PcieLink:
+    if board_a is not None and board_a == board_b:
+        return PcieLink.SAME_BOARD
+    common = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        common += 1
+    if common == 0:
+        return PcieLink.CROSS_CPU
+    if common == 1:
+        return PcieLink.SAME_CPU
+    if common == 2:
+        return PcieLink.HOST_BRIDGE
+    if common == len(a) == len(b):
+        return PcieLink.SINGLE_SWITCH
+    return PcieLink.MULTI_SWITCH
+
+
+def stable_uuid(prefix: str, key: str) -> str:
+    """A deterministic NVIDIA-style UUID (``GPU-…``/``MIG-…``) for a simulated device."""
+    return f"{prefix}-{uuidlib.uuid5(_UUID_NAMESPACE, key)}"
+
+
+def from_profile(data: Mapping[str, Any], source: str = "<profile>") -> Machine:
+    """Expand a compact profile mapping (see module docstring) into a :class:`Machine`."""
+    _check_keys(data, _TOP_KEYS, source)
+    name = _need(data, "name", source, str)
+    defaults = _need(data, "gpu", source, dict)
+    _check_keys(defaults, _GPU_KEYS, f"{source}: gpu")
+    entries = _need(data, "gpus", source, list)
+    if not entries:
+        raise errors.ProfileError(f"{source}: gpus must not be empty")
+    nvswitch = data.get("nvswitch")
+    fabric: str | None = None
+    fabric_links = 0
+    if nvswitch is not None:
+        if not isinstance(nvswitch, dict):
+            raise errors.ProfileError(f"{source}: nvswitch must be a mapping")
+        _check_keys(nvswitch, {"fabric", "links"}, f"{source}: nvswitch")
+        fabric = str(_need(nvswitch, "fabric", f"{source}: nvswitch", str))
+        fabric_links = int(_need(nvswitch, "links", f"{source}: nvswitch", int))
+
+    gpus: list[Gpu] = []
+    paths: list[list[str]] = []
+    boards: list[str | None] = []
+    numa: list[int | None] = []
+    for i, raw in enumerate(entries):
+        where = f"{source}: gpus[{i}]"
+        if not isinstance(raw, dict):
+            raise errors.ProfileError(f"{where}: must be a mapping")
+        _check_keys(raw, _GPU_ENTRY_KEYS, where)
+        merged = {**defaults, **raw}
+        path = _need(raw, "pcie", where, list)
+        if not path or not all(isinstance(p, str) for p in path):
+            raise errors.ProfileError(f"{where}.pcie: expected a non-empty list of names")
+        paths.append(path)
+        boards.append(raw.get("board"))
+        node = raw.get("numa")
+        if node is not None and (not isinstance(node, int) or isinstance(node, bool)):
+            raise errors.ProfileError(f"{where}.numa: expected int or null, got {node!r}")
+        numa.append(node)
+        product = _need(merged, "product_name", where, str)
+        uuid = str(raw.get("uuid") or stable_uuid("GPU", f"{name}/gpu/{i}"))
+        mig_layout = raw.get("mig", [])
+        if not isinstance(mig_layout, list):
+            raise errors.ProfileError(f"{where}.mig: expected a list of MIG profile names")
+        mig_enabled = bool(raw.get("mig_enabled", bool(mig_layout)))
+        mig_devices = _mig_devices(name, i, uuid, product, mig_layout, where)
+        gpus.append(
+            Gpu(
+                index=i,
+                minor=int(raw.get("minor", i)),
+                uuid=uuid,
+                product_name=product,
+                memory_mib=int(_need(merged, "memory_mib", where, int)),
+                pci_bus_id=str(_need(raw, "pci_bus_id", where, str)),
+                numa_node=node,
+                compute_capability=_cc(_need(merged, "compute_capability", where, (str, float)), where),
+                mig_capable=bool(merged.get("mig_capable", False)),
+                mig_enabled=mig_enabled,
+                mig_devices=mig_devices,
+                power_limit_w=float(merged.get("power_limit_w", 300.0)),
+                max_sm_clock_mhz=int(merged.get("max_sm_clock_mhz", 1410)),
+                max_mem_clock_mhz=int(merged.get("max_mem_clock_mhz", 1215)),
+                multiprocessors=int(merged.get("multiprocessors", 108)),
+                pci_class=int(merged.get("pci_class", 0x0302)),
+                serial=f"{1320000000000 + i}",
+                vbios_version="92.00.45.00.05",
+            )
+        )
+        if mig_enabled and not bool(merged.get("mig_capable", False)):
+            raise errors.ProfileError(f"{where}: MIG enabled on a GPU that is not mig_capable")
+
+    n = len(gpus)
+    nvlink = [[0] * n for _ in range(n)]
+    for key, count in (data.get("nvlink") or {}).items():
+        where = f"{source}: nvlink.{key}"
+        try:
+            a, b = (int(x) for x in str(key).split("-"))
+        except ValueError:
+            raise errors.ProfileError(f"{where}: key must look like 'i-j'") from None
+        if not (0 <= a < n and 0 <= b < n) or a == b:
+            raise errors.ProfileError(f"{where}: GPU index out of range or a self link")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise errors.ProfileError(f"{where}: link count must be a non-negative int, got {count!r}")
+        nvlink[a][b] = nvlink[b][a] = count
+    pcie = tuple(
+        tuple(None if i == j else _pcie_relation(paths[i], paths[j], boards[i], boards[j]) for j in range(n))
+        for i in range(n)
+    )
+    topology = Topology(
+        pcie=pcie,
+        nvlink=tuple(tuple(r) for r in nvlink),
+        numa=tuple(numa),
+        nvswitch=tuple(fabric for _ in range(n)),
+        nvswitch_links=tuple(fabric_links for _ in range(n)),
+    )
+    try:
+        return Machine(
+            name=name,
+            description=str(data.get("description", "")),
+            gpus=tuple(gpus),
+            topology=topology,
+            driver_version=str(data.get("driver_version", "550.107.02")),
+            cuda_driver_version=str(data.get("cuda_driver_version", "12.4")),
+            machine_type=str(data.get("machine_type", "unknown")),
+        )
+    except ValueError as exc:
+        raise errors.ProfileError(f"{source}: {exc}") from exc
+
+
+def _mig_devices(
+    machine: str, gpu_index: int, parent_uuid: str, product: str, layout: list[Any], where: str
+) -> tuple[MigDevice, ...]:
+    table = MIG_PROFILES.get(product, {})
+    devices = []
+    for j, profile in enumerate(layout):
+        if not isinstance(profile, str) or profile not in table:
+            known = ", ".join(table) or "none"
+            raise errors.ProfileError(f"{where}.mig[{j}]: unknown MIG profile {profile!r} for {product} ({known})")
+        spec = table[profile]
+        devices.append(
+            MigDevice(
+                uuid=stable_uuid("MIG", f"{machine}/gpu/{gpu_index}/mig/{j}"),
+                parent_uuid=parent_uuid,
+                parent_index=gpu_index,
+                index=j,
+                profile=profile,
+                gi_id=0 if spec.gi_slices == 7 else j + 1,
+                ci_id=0,
+                memory_mib=spec.memory_mib,
+                multiprocessors=spec.multiprocessors,
+                gi_slices=spec.gi_slices,
+                ci_slices=spec.ci_slices,
+                copy_engines=spec.copy_engines,
+                decoders=spec.decoders,
+                jpeg_engines=spec.jpeg_engines,
+                ofa_engines=spec.ofa_engines,
+            )
+        )
+    used = sum(d.gi_slices for d in devices)
+    if used > 7:
+        raise errors.ProfileError(f"{where}.mig: the layout uses {used} GPU slices; a GPU has 7")
+    return tuple(devices)
+
+
+# --- canonical JSON -------------------------------------------------------------------------
+
+
+def topology_to_dict(t: Topology) -> dict[str, Any]:
+    """The ``--topology FILE`` JSON form of a topology."""
+    return {
+        "gpus": t.size,
+        "pcie": [[None if link is None else link.value for link in row] for row in t.pcie],
+        "nvlink": [list(row) for row in t.nvlink],
+        "numa": list(t.numa),
+        "nvswitch": list(t.nvswitch),
+        "nvswitch_links": list(t.nvswitch_links),
+    }
+
+
+def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> Topology:
+    """Read the ``--topology FILE`` JSON form; errors name the key and position."""
+    if not isinstance(data, Mapping):
+        raise errors.ProfileError(f"{source}: top level must be an object")
+    _check_keys(data, {"gpus", "pcie", "nvlink", "numa", "nvswitch", "nvswitch_links"}, source)
+    n = _need(data, "gpus", source, int)
+    if n < 1:
+        raise errors.ProfileError(f"{source}.gpus: must be at least 1, got {n}")
+    pcie_raw = _need(data, "pcie", source, list)
+    nvlink_raw = _need(data, "nvlink", source, list)
+    for key, rows in (("pcie", pcie_raw), ("nvlink", nvlink_raw)):
+        if len(rows) != n or any(not isinstance(r, list) or len(r) != n for r in rows):
+            raise errors.ProfileError(f"{source}.{key}: must be a {n}x{n} matrix")
+    pcie: list[tuple[PcieLink | None, ...]] = []
+    for i, row in enumerate(pcie_raw):
+        out: list[PcieLink | None] = []
+        for j, cell in enumerate(row):
+            if i == j:
+                out.append(None)
+                continue
+            try:
+                out.append(PcieLink(cell))
+            except ValueError:
+                names = ", ".join(p.value for p in PcieLink)
+                raise errors.ProfileError(f"{source}.pcie[{i}][{j}]: {cell!r} is not one of {names}") from None
+        pcie.append(tuple(out))
+    nvlink: list[tuple[int, ...]] = []
+    for i, row in enumerate(nvlink_raw):
+        for j, cell in enumerate(row):
+            if not isinstance(cell, int) or isinstance(cell, bool) or cell < 0:
+                raise errors.ProfileError(f"{source}.nvlink[{i}][{j}]: expected a link count, got {cell!r}")
+        nvlink.append(tuple(0 if i == j else c for j, c in enumerate(row)))
+    numa = data.get("numa") or [None] * n
+    nvswitch = data.get("nvswitch") or [None] * n
+    links = data.get("nvswitch_links") or [(0 if s is None else 12) for s in nvswitch]
+    for key, values in (("numa", numa), ("nvswitch", nvswitch), ("nvswitch_links", links)):
+        if not isinstance(values, list) or len(values) != n:
+            raise errors.ProfileError(f"{source}.{key}: must be a list of {n} entries")
+    for i, node in enumerate(numa):
+        if node is not None and (not isinstance(node, int) or isinstance(node, bool)):
+            raise errors.ProfileError(f"{source}.numa[{i}]: expected int or null, got {node!r}")
+    try:
+        return Topology(
+            pcie=tuple(pcie),
+            nvlink=tuple(nvlink),
+            numa=tuple(numa),
+            nvswitch=tuple(None if s is None else str(s) for s in nvswitch),
+            nvswitch_links=tuple(int(x) for x in links),
+        )
+    except ValueError as exc:
+        raise errors.ProfileError(f"{source}: {exc}") from exc
+
+
+def machine_to_dict(m: Machine) -> dict[str, Any]:
+    """The canonical, fully expanded JSON form of a machine (what the fake NVML reads)."""
+    return {
+        "name": m.name,
+        "description": m.description,
+        "machine_type": m.machine_type,
+        "driver_version": m.driver_version,
+        "cuda_driver_version": m.cuda_driver_version,
+        "gpus": [
+            {
+                "index": g.index,
+                "minor": g.minor,
+                "uuid": g.uuid,
+                "product_name": g.product_name,
+                "memory_mib": g.memory_mib,
+                "pci_bus_id": g.pci_bus_id,
+                "numa_node": g.numa_node,
+                "compute_capability": f"{g.compute_capability[0]}.{g.compute_capability[1]}",
+                "mig_capable": g.mig_capable,
+                "mig_enabled": g.mig_enabled,
+                "power_limit_w": g.power_limit_w,
+                "max_sm_clock_mhz": g.max_sm_clock_mhz,
+                "max_mem_clock_mhz": g.max_mem_clock_mhz,
+                "multiprocessors": g.multiprocessors,
+                "pci_class": g.pci_class,
+                "serial": g.serial,
+                "vbios_version": g.vbios_version,
+                "mig_devices": [
+                    {
+                        "uuid": d.uuid,
+                        "index": d.index,
+                        "profile": d.profile,
+                        "gi_id": d.gi_id,
+                        "ci_id": d.ci_id,
+                        "memory_mib": d.memory_mib,
+                        "multiprocessors": d.multiprocessors,
+                        "gi_slices": d.gi_slices,
+                        "ci_slices": d.ci_slices,
+                        "copy_engines": d.copy_engines,
+                        "decoders": d.decoders,
+                        "encoders": d.encoders,
+                        "jpeg_engines": d.jpeg_engines,
+                        "ofa_engines": d.ofa_engines,
+                    }
+                    for d in g.mig_devices
+                ],
+            }
+            for g in m.gpus
+        ],
+        "topology": topology_to_dict(m.topology),
+    }
+
+
+def machine_from_dict(data: Mapping[str, Any], source: str = "<machine>") -> Machine:
+    """Read the canonical JSON form back (inverse of :func:`machine_to_dict`)."""
+    try:
+        topology = topology_from_dict(data["topology"], f"{source}: topology")
+        gpus = []
+        for g in data["gpus"]:
+            cc = _cc(g["compute_capability"], f"{source}: gpus[{g['index']}]")
+            gpu = Gpu(
+                index=int(g["index"]),
+                minor=int(g["minor"]),
+                uuid=str(g["uuid"]),
+                product_name=str(g["product_name"]),
+                memory_mib=int(g["memory_mib"]),
+                pci_bus_id=str(g["pci_bus_id"]),
+                numa_node=g["numa_node"],
+                compute_capability=cc,
+                mig_capable=bool(g["mig_capable"]),
+                mig_enabled=bool(g["mig_enabled"]),
+                power_limit_w=float(g["power_limit_w"]),
+                max_sm_clock_mhz=int(g["max_sm_clock_mhz"]),
+                max_mem_clock_mhz=int(g["max_mem_clock_mhz"]),
+                multiprocessors=int(g["multiprocessors"]),
+                pci_class=int(g["pci_class"]),
+                serial=str(g.get("serial", "")),
+                vbios_version=str(g.get("vbios_version", "")),
+            )
+            migs = tuple(MigDevice(parent_uuid=gpu.uuid, parent_index=gpu.index, **d) for d in g.get("mig_devices", []))
+            gpus.append(replace(gpu, mig_devices=migs))
+        return Machine(
+            name=str(data["name"]),
+            description=str(data.get("description", "")),
+            gpus=tuple(gpus),
+            topology=topology,
+            driver_version=str(data["driver_version"]),
+            cuda_driver_version=str(data["cuda_driver_version"]),
+            machine_type=str(data.get("machine_type", "unknown")),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise errors.ProfileError(f"{source}: not a canonical machine description: {exc!r}") from exc
+
+
+def export_json(m: Machine) -> str:
+    """The canonical JSON text of a machine, stable for diffs."""
+    return json.dumps(machine_to_dict(m), indent=2, sort_keys=True) + "\n"
