@@ -1,0 +1,33 @@
+"""Choosing a backend: a simulated machine when a profile is given, NVML otherwise.
+
+Owns the one function daemons call to get their :class:`~kubegpu.gpu.backend.GpuBackend`.
+Imports the NVML backend lazily so simulated runs never load ``pynvml``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kubegpu.gpu.backend import GpuBackend
+
+
+def open_backend(
+    machine: str | None,
+    *,
+    fault_file: Path | None = None,
+    driver_root: str = "/",
+    container_driver_root: str = "/driver-root",
+    sysfs_root: str = "/sys",
+) -> GpuBackend:
+    """A simulated backend for profile ``machine``, or the NVML backend when ``machine`` is None.
+
+    Raises ``errors.ProfileError`` for an unknown profile; NVML problems surface
+    from ``discover()`` as ``errors.NvmlUnavailable``.
+    """
+    if machine is not None:
+        from kubegpu.gpu.simulated import SimulatedBackend
+
+        return SimulatedBackend(machine, fault_file=fault_file)
+    from kubegpu.gpu.nvml import NvmlBackend
+
+    return NvmlBackend(driver_root=driver_root, container_driver_root=container_driver_root, sysfs_root=sysfs_root)
