@@ -93,8 +93,8 @@ def append(path: Path, fault: Fault) -> None:
         os.close(fd)
 
 
-def read_from(path: Path, offset: int) -> tuple[list[Fault], int]:
-    """Faults written after byte ``offset``, and the offset to read from next.
+def read_from(path: Path, offset: int, end: int | None = None) -> tuple[list[Fault], int]:
+    """Faults written after byte ``offset`` (up to byte ``end`` when given), and the offset to read from next.
 
     A partly written last line is left for the next read. A journal that shrank
     (truncated or replaced) is read again from the start. Bad lines are skipped
@@ -106,6 +106,8 @@ def read_from(path: Path, offset: int) -> tuple[list[Fault], int]:
         return [], 0
     if size < offset:
         offset = 0
+    if end is not None:
+        size = min(size, end)
     if size == offset:
         return [], offset
     with path.open("rb") as fh:

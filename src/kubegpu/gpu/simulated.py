@@ -52,6 +52,9 @@ class SimulatedBackend:
         self.fault_file = fault_file if fault_file is not None else faults.default_path(self._machine.name)
         self._clock = clock
         self._boot = clock() - 86400.0  # "booted a day ago": energy counters start non-zero
+        # Faults written before the backend existed are lasting state, not events; anything later is an event,
+        # even if it lands before the first health_events() iteration.
+        self._start_offset = faults.read_from(self.fault_file, 0)[1]
 
     @property
     def name(self) -> str:
@@ -82,9 +85,9 @@ class SimulatedBackend:
         )
 
     async def health_events(self) -> AsyncIterator[HealthEvent]:
-        """Lost GPUs first (lasting state), then every fault appended after start."""
-        existing, offset = faults.read_from(self.fault_file, 0)
-        for index in sorted(faults.fold(existing).lost):
+        """Lost GPUs first (lasting state), then every fault appended after the backend was created."""
+        before, offset = faults.read_from(self.fault_file, 0, end=self._start_offset)
+        for index in sorted(faults.fold(before).lost):
             event = self._event(faults.Fault(kind="lost", gpu=index))
             if event is not None:
                 yield event

@@ -1,0 +1,69 @@
+"""The entry point: help, unknown commands, global logging options and the log line formats."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+
+import pytest
+
+from kubegpu import cli
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in cli.COMMANDS:
+        assert f"  {name} " in out
+
+
+def test_an_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["teleport"]) == 2
+    assert "unknown command 'teleport'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--log-format", "xml", "machines", "list"], "--log-format must be text or json"),
+        (["machines", "list", "--log-level=loud"], "--log-level must be"),
+    ],
+    ids=["bad-format", "bad-level"],
+)
+def test_bad_global_options_are_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_global_options_are_taken_anywhere_on_the_line() -> None:
+    options, rest = cli._split_global(["fault", "--log-format=json", "list", "--log-level", "debug"])
+    assert options == {"--log-format": "json", "--log-level": "debug"}
+    assert rest == ["fault", "list"]
+
+
+def _record(**fields: object) -> logging.LogRecord:
+    record = logging.LogRecord("kubegpu.x", logging.INFO, __file__, 1, "registered %s", ("now",), None)
+    for key, value in fields.items():
+        setattr(record, key, value)
+    return record
+
+
+def test_key_value_lines_quote_what_needs_quoting() -> None:
+    line = cli.KeyValueFormatter().format(_record(resource="nvidia.com/gpu", devices=8, note="two words"))
+    assert " level=info logger=kubegpu.x " in line
+    assert 'msg="registered now"' in line
+    assert line.endswith('resource=nvidia.com/gpu devices=8 note="two words"')
+
+
+def test_json_lines_carry_the_fields() -> None:
+    data = json.loads(cli.JsonFormatter().format(_record(resource="nvidia.com/gpu", devices=8)))
+    assert data["msg"] == "registered now" and data["resource"] == "nvidia.com/gpu" and data["devices"] == 8
+
+
+def test_the_console_script_runs() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "kubegpu", "machines", "list"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "dgx-a100" in out and "a100-mig" in out
