@@ -1,0 +1,159 @@
+"""The collector: sample the GPUs on an interval and keep the rendered page for scrapes.
+
+Owns the collection loop (telemetry from the backend in a worker thread,
+holders from the kubelet's pod-resources API, rendering) and the last
+rendered page, so that a scrape only copies bytes and never waits on NVML or
+the kubelet. Must not serve HTTP (:mod:`kubegpu.monitoring.endpoint`) and
+must not contain field or label rules (:mod:`kubegpu.monitoring.render`).
+
+A failed telemetry read keeps the previous GPU series (dcgm-exporter serves
+its last values too), counts ``kubegpu_exporter_collect_errors_total`` and
+makes ``/health`` answer 503 until a read succeeds. A failed pod-resources
+List drops the pod labels and sets ``kubegpu_exporter_pod_resources_up`` 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kubegpu.gpu.backend import GpuBackend
+from kubegpu.gpu.model import Machine
+from kubegpu.monitoring import attribution, render
+from kubegpu.monitoring.counters import CounterSet
+from kubegpu.monitoring.podresources import PodResourcesClient, PodResourcesUnavailable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One rendered ``/metrics`` page; ``gzipped`` is filled on the first gzip scrape."""
+
+    body: bytes
+    generation: int
+
+
+class Collector:
+    """Collects on demand (:meth:`collect_once`) or on an interval (:meth:`run`).
+
+    Parameters:
+        backend: the GPU backend; ``sample()`` runs in a worker thread.
+        machine: what ``backend.discover()`` returned.
+        counter_set: the enabled counters (from the counters file).
+        options: label spellings.
+        pods: pod-resources client, or None when pod attribution is off.
+        extra_resources: resource names attributed besides the NVIDIA ones.
+        clock: wall clock for the last-collection timestamp.
+    """
+
+    def __init__(
+        self,
+        backend: GpuBackend,
+        machine: Machine,
+        counter_set: CounterSet,
+        options: render.LabelOptions,
+        pods: PodResourcesClient | None = None,
+        extra_resources: Sequence[str] = (),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._backend = backend
+        self._counters = counter_set
+        self._entities = render.entities(machine, counter_set, options)
+        self._index = attribution.device_index(machine)
+        self._pods = pods
+        self._extra = tuple(extra_resources)
+        self._clock = clock
+        self._dcgm_text = ""
+        self._errors = 0
+        self._last_ok = 0.0
+        self._duration = 0.0
+        self._pods_up: bool | None = None if pods is None else False
+        self._unresolved: tuple[str, ...] = ()
+        self._page = Page(body=b"", generation=0)
+        self._gzipped: tuple[int, bytes] = (-1, b"")
+        self.health_problem: str | None = "no collection yet"
+
+    @property
+    def page(self) -> Page:
+        return self._page
+
+    def gzipped(self) -> bytes:
+        """The current page gzip-compressed, compressed once per generation."""
+        page = self._page
+        if self._gzipped[0] != page.generation:
+            self._gzipped = (page.generation, gzip.compress(page.body, compresslevel=1))
+        return self._gzipped[1]
+
+    async def collect_once(self) -> None:
+        """Sample, attribute and render; never raises for a backend or kubelet failure."""
+        started = time.monotonic()
+        try:
+            sample = await asyncio.to_thread(self._backend.sample)
+        except Exception as exc:  # a daemon never dies on a bad read: NVML errors vary by driver
+            self._errors += 1
+            self.health_problem = f"telemetry read failed: {exc}"
+            log.error("telemetry read failed", extra={"backend": self._backend.name, "error": str(exc)})
+            self._publish()
+            return
+        holders = attribution.EMPTY
+        if self._pods is not None:
+            try:
+                rows = await self._pods.list()
+            except PodResourcesUnavailable as exc:
+                if self._pods_up is not False or self._page.generation == 0:
+                    log.warning("pod attribution unavailable", extra={"error": str(exc)})
+                self._pods_up = False
+            else:
+                if self._pods_up is False and self._page.generation > 0:
+                    log.info("pod attribution available again", extra={"socket": str(self._pods.socket)})
+                self._pods_up = True
+                holders = attribution.attribute(rows, self._index, self._extra)
+                if holders.unresolved != self._unresolved:
+                    self._unresolved = holders.unresolved
+                    if holders.unresolved:
+                        log.warning(
+                            "device IDs not on this machine", extra={"device_ids": ",".join(holders.unresolved)}
+                        )
+        self._duration = time.monotonic() - started
+        self._dcgm_text = render.render_sample(self._entities, self._counters, sample, holders)
+        self._last_ok = self._clock()
+        self.health_problem = None
+        self._publish()
+
+    def _publish(self) -> None:
+        stats = render.ExporterStats(
+            last_collect_timestamp=self._last_ok,
+            collect_duration_s=round(self._duration, 6),
+            collect_errors_total=self._errors,
+            pod_resources_up=self._pods_up,
+        )
+        body = (self._dcgm_text + render.render_stats(stats)).encode()
+        self._page = Page(body=body, generation=self._page.generation + 1)
+
+    async def run(self, interval_s: float, stop: asyncio.Event) -> None:
+        """Collect every ``interval_s`` seconds (start to start) until ``stop`` is set.
+
+        The first collection is the caller's (:meth:`collect_once` before serving), so this waits first.
+        """
+        loop = asyncio.get_running_loop()
+        next_at = loop.time() + interval_s
+        while True:
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=max(0.0, next_at - loop.time()))
+                return
+            except TimeoutError:
+                pass
+            await self.collect_once()
+            next_at += interval_s
+            if next_at < loop.time():  # a slow collection: skip the missed ticks rather than bunch them up
+                next_at = loop.time() + interval_s
+
+    async def close(self) -> None:
+        if self._pods is not None:
+            await self._pods.close()
+        await asyncio.to_thread(self._backend.close)
