@@ -1,0 +1,79 @@
+"""What the plugin advertises: one device as the kubelet sees it, and how device IDs are spelled.
+
+Owns the :class:`Device` value (the ID the kubelet sees, the physical GPU behind
+it, its NUMA node, and — for issue-3 resources — its MIG placement and replica
+number), the building of whole-GPU devices from a :class:`~kubegpu.gpu.model.Machine`
+and the replica-ID rules (``<uuid>::<n>``). Pure: no I/O, no gRPC, no policy
+about which resource a device belongs to (that is :mod:`.resources`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kubegpu.gpu.model import Gpu, Machine
+
+#: Separator between a device's UUID and its replica number (NVIDIA's AnnotatedID).
+REPLICA_SEPARATOR = "::"
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device of one resource.
+
+    ``id`` is what ListAndWatch advertises and Allocate receives (a GPU UUID, a
+    MIG UUID, or a replica ``<uuid>::<n>``). ``gpu_uuid``/``gpu_index`` name
+    the physical GPU it lives on: health events and topology are about GPUs.
+    ``mig`` is the (GPU instance, compute instance) pair of a MIG device, None
+    for a whole GPU. ``index`` is NVIDIA's index string (``"3"``, ``"3:1"``).
+    """
+
+    id: str
+    gpu_uuid: str
+    gpu_index: int
+    index: str
+    numa: int | None
+    paths: tuple[str, ...] = ()
+    mig: tuple[int, int] | None = None
+    replica: int | None = None
+
+    @property
+    def physical_id(self) -> str:
+        """The ID without its replica suffix: what the container runtime gets."""
+        return strip_replica(self.id)
+
+
+def strip_replica(device_id: str) -> str:
+    """``GPU-a::3`` → ``GPU-a``; an ID without ``::`` is returned as is."""
+    return device_id.split(REPLICA_SEPARATOR, 1)[0]
+
+
+def replica_id(device_id: str, replica: int) -> str:
+    """The ID of replica ``replica`` of device ``device_id``."""
+    return f"{device_id}{REPLICA_SEPARATOR}{replica}"
+
+
+def unique_physical_ids(device_ids: Iterable[str]) -> list[str]:
+    """Replica suffixes stripped, duplicates dropped, first-seen order kept."""
+    seen: dict[str, None] = {}
+    for device_id in device_ids:
+        seen.setdefault(strip_replica(device_id), None)
+    return list(seen)
+
+
+def whole_gpu(gpu: Gpu) -> Device:
+    """The device of a whole GPU: ID = its UUID, topology = its NUMA node."""
+    return Device(
+        id=gpu.uuid,
+        gpu_uuid=gpu.uuid,
+        gpu_index=gpu.index,
+        index=str(gpu.index),
+        numa=gpu.numa_node,
+        paths=(gpu.device_node,),
+    )
+
+
+def whole_gpus(machine: Machine) -> tuple[Device, ...]:
+    """Every GPU of ``machine`` as a whole device, in NVML index order (MIG-enabled ones too, as NVIDIA's ``none``)."""
+    return tuple(whole_gpu(gpu) for gpu in machine.gpus)

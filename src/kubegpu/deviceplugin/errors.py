@@ -1,0 +1,33 @@
+"""Errors of the device plugin, named by cause.
+
+Owns the exception types the plugin raises and the one place that says which
+gRPC status code each becomes when it crosses a DevicePlugin RPC. Supervisor
+decisions (retry soon, retry later, give up) are made by the supervisor from
+these types; this module must not log, retry or do I/O.
+"""
+
+from __future__ import annotations
+
+
+class DevicePluginError(Exception):
+    """Base of every error raised by :mod:`kubegpu.deviceplugin`."""
+
+
+class InvalidRequest(DevicePluginError):
+    """A kubelet request the plugin cannot honour (unknown device, impossible size).
+
+    Surfaces as gRPC ``INVALID_ARGUMENT`` with the message as details; the
+    daemon keeps serving.
+    """
+
+
+class KubeletUnavailable(DevicePluginError):
+    """kubelet.sock is missing or nobody answers on it: wait for the kubelet and try again soon."""
+
+
+class RegistrationRejected(DevicePluginError):
+    """The kubelet answered ``Register`` with an error (bad version, bad resource name, cannot dial us)."""
+
+
+class PluginServeError(DevicePluginError):
+    """Our own gRPC server could not be started or did not answer on its socket."""
