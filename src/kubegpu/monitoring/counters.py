@@ -67,7 +67,7 @@ def parse(text: str, source: str = "<counters>") -> CounterSet:
     labels: list[Counter] = []
     unsupported: list[Counter] = []
     seen: dict[str, int] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
+    for number, raw in enumerate(text.split("\n"), 1):  # not splitlines(): a form feed is not a line end here
         line = raw.strip()
         if not line or line.startswith("#"):
             continue

@@ -1,0 +1,234 @@
+"""``kubegpu exporter`` as a user runs it: a real process, scraped over HTTP, checked by promtool."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kubegpu.gpu import profiles
+from kubegpu.monitoring import command, counters
+from tests.monitoring import exposition
+from tests.monitoring.exporter_process import ExporterProcess, fault, get, scrape, wait_for
+from tests.monitoring.podresources_server import ListerServer, Pod
+from tests.monitoring.test_fields import ENABLED
+
+DGX = profiles.load("dgx-a100")
+GPU_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
+
+# promtool's linter objects to dcgm-exporter's own naming; these findings are the price of drop-in
+# compatibility (README, Monitoring) and nothing else may appear.
+_COMPAT_FINDINGS = (
+    re.compile(r'^DCGM_\w+ counter metrics should have "_total" suffix$'),
+    re.compile(r"^DCGM_\w+ metric name should not include type 'counter'$"),
+    re.compile(r"^\w+ label names should be written in 'snake_case' not 'camelCase'$"),  # modelName
+)
+
+
+def promtool_check_metrics(text: str) -> list[str]:
+    """Lint findings promtool reports beyond the documented dcgm-exporter naming ones."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (Debian package 'prometheus'; .ci/run installs it)")
+    result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    findings = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode in (0, 3), result.stderr  # 3 = lint findings only; 1 = could not parse
+    return [f for f in findings if not any(p.match(f) for p in _COMPAT_FINDINGS)]
+
+
+def test_every_enabled_default_counter_is_served_for_eight_gpus_and_promtool_accepts_it(tmp_path: Path) -> None:
+    with ExporterProcess(["--machine", "dgx-a100", "--fault-file", str(tmp_path / "f.jsonl")]) as exporter:
+        text = scrape(exporter.url)
+    out = exposition.parse(text)
+    for row in ENABLED:
+        if row["prom_type"] == "label":
+            continue
+        series = out.named(row["field"])
+        assert sorted(s.labels["UUID"] for s in series) == sorted(g.uuid for g in DGX.gpus), row["field"]
+        assert all(set(s.labels) == GPU_LABELS for s in series), row["field"]
+        assert out.types[row["field"]] == row["prom_type"]
+    assert promtool_check_metrics(text) == []
+
+
+def test_a_malformed_page_would_fail_the_promtool_check() -> None:
+    # The check above must be able to fail: promtool rejects what it cannot parse.
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (Debian package 'prometheus'; .ci/run installs it)")
+    result = subprocess.run([promtool, "check", "metrics"], input='x{a="1" 2\n', capture_output=True, text=True)
+    assert result.returncode not in (0, 3)
+
+
+def test_an_injected_xid_reaches_xid_errors_on_the_next_collection(tmp_path: Path) -> None:
+    journal = tmp_path / "f.jsonl"
+    args = ["--machine", "dgx-a100", "--fault-file", str(journal), "--collect-interval", "200"]
+    with ExporterProcess(args) as exporter:
+
+        def xids() -> dict[str, float]:
+            page = exposition.parse(scrape(exporter.url))
+            return {s.labels["gpu"]: s.value for s in page.named("DCGM_FI_DEV_XID_ERRORS")}
+
+        assert set(xids().values()) == {0.0}
+        fault(journal, "xid", "--machine", "dgx-a100", "--gpu", "3", "--xid", "79")
+        wait_for(lambda: xids()["3"] == 79, what="XID 79 on GPU 3")
+        assert xids()["0"] == 0
+
+
+def test_a_lost_gpu_disappears_and_is_reported_unavailable(tmp_path: Path) -> None:
+    journal = tmp_path / "f.jsonl"
+    args = ["--machine", "dgx-a100", "--fault-file", str(journal), "--collect-interval", "200"]
+    with ExporterProcess(args) as exporter:
+        fault(journal, "lost", "--machine", "dgx-a100", "--gpu", "6")
+
+        def available() -> dict[str, float]:
+            page = exposition.parse(scrape(exporter.url))
+            return {s.labels["gpu"]: s.value for s in page.named("kubegpu_exporter_gpu_available")}
+
+        wait_for(lambda: available()["6"] == 0, what="GPU 6 unavailable")
+        page = exposition.parse(scrape(exporter.url))
+        assert "6" not in {s.labels["gpu"] for s in page.named("DCGM_FI_DEV_GPU_TEMP")}
+
+
+def test_a_counters_file_chooses_the_series_and_unknown_fields_are_logged(tmp_path: Path) -> None:
+    csv = tmp_path / "counters.csv"
+    csv.write_text("DCGM_FI_DEV_GPU_TEMP, gauge, Temp.\nDCGM_FI_DEV_FAN_SPEED, gauge, Fan.\n")
+    args = ["--machine", "pcie-4xt4", "--fault-file", str(tmp_path / "f.jsonl"), "-f", str(csv), "--no-hostname"]
+    with ExporterProcess(args) as exporter:
+        page = exposition.parse(scrape(exporter.url))
+    assert {n for n in page.names() if n.startswith("DCGM_")} == {"DCGM_FI_DEV_GPU_TEMP"}
+    assert page.helps["DCGM_FI_DEV_GPU_TEMP"] == "Temp."
+    assert "Hostname" not in page.named("DCGM_FI_DEV_GPU_TEMP")[0].labels
+    log = "".join(exporter.stderr_lines)
+    assert 'msg="counter not available, skipped" field=DCGM_FI_DEV_FAN_SPEED' in log
+
+
+def test_dcgm_exporter_environment_variables_configure_it(tmp_path: Path) -> None:
+    csv = tmp_path / "counters.csv"
+    csv.write_text("DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).\n")
+    env = {"DCGM_EXPORTER_COLLECTORS": str(csv), "NODE_NAME": "gpu-node-7"}
+    args = ["--machine", "pcie-4xt4", "--fault-file", str(tmp_path / "f.jsonl"), "--hostname-label", "hostname"]
+    with ExporterProcess(args, env=env) as exporter:
+        page = exposition.parse(scrape(exporter.url))
+    assert {n for n in page.names() if n.startswith("DCGM_")} == {"DCGM_FI_DEV_POWER_USAGE"}
+    assert page.named("DCGM_FI_DEV_POWER_USAGE")[0].labels["hostname"] == "gpu-node-7"
+
+
+def test_health_and_sigterm(tmp_path: Path) -> None:
+    exporter = ExporterProcess(["--machine", "pcie-4xt4", "--fault-file", str(tmp_path / "f.jsonl")]).start()
+    try:
+        assert get(exporter.url + "/health")[0] == 200
+    finally:
+        assert exporter.stop() == 0
+    assert 'msg="exporter stopped"' in "".join(exporter.stderr_lines)
+
+
+async def test_pod_resources_socket_turns_on_pod_labels(tmp_path: Path, sock_dir: Path) -> None:
+    socket = sock_dir / "pod-resources.sock"
+    args = ["--machine", "dgx-a100", "--fault-file", str(tmp_path / "f.jsonl"), "--collect-interval", "200"]
+    async with ListerServer(socket) as lister:
+        lister.pods = [Pod("ml", "train", {"main": [("nvidia.com/gpu", [f"{DGX.gpus[2].uuid}::0", "7"])]})]
+        exporter = await asyncio.to_thread(ExporterProcess([*args, "--pod-resources-socket", str(socket)]).start)
+        try:
+            page = exposition.parse(await asyncio.to_thread(scrape, exporter.url))
+        finally:
+            await asyncio.to_thread(exporter.stop)
+    held = {s.labels["gpu"]: s.labels for s in page.named("DCGM_FI_DEV_GPU_UTIL") if "pod" in s.labels}
+    assert set(held) == {"2", "7"}
+    assert {(x["namespace"], x["pod"], x["container"]) for x in held.values()} == {("ml", "train", "main")}
+    assert page.named("kubegpu_exporter_pod_resources_up")[0].value == 1
+
+
+def test_print_default_counters_prints_the_shipped_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert command.main(["--print-default-counters"]) == 0
+    assert capsys.readouterr().out == counters.default_text()
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["-c", "fast"], {}, "--collect-interval 'fast': expected a whole number of milliseconds"),
+        (["-c", "0"], {}, "--collect-interval 0: must be a positive number"),
+        ([], {"DCGM_EXPORTER_INTERVAL": "-5"}, "$DCGM_EXPORTER_INTERVAL -5: must be a positive number"),
+        (["--listen", "9400"], {}, "listen address '9400' must look like HOST:PORT"),
+        (["-a", ":99999"], {}, "port 99999 is out of range"),
+        (["--machine", "dgx-z900"], {}, "unknown machine profile 'dgx-z900'"),
+        (["-f", "/nonexistent/c.csv"], {}, "counters file /nonexistent/c.csv: cannot read"),
+        ([], {"DCGM_EXPORTER_KUBERNETES": "maybe"}, "$DCGM_EXPORTER_KUBERNETES='maybe': expected true or false"),
+        (["--hostname-label", "HOSTNAME"], {}, "--hostname-label: invalid choice"),
+    ],
+    ids=[
+        "interval-word",
+        "interval-zero",
+        "interval-env",
+        "address-no-colon",
+        "address-port",
+        "machine",
+        "counters-missing",
+        "kubernetes-env",
+        "hostname-label",
+    ],
+)
+def test_bad_input_exits_2_naming_the_problem(
+    argv: list[str],
+    env: dict[str, str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as info:
+        command.main(["--machine", "pcie-4xt4", *argv])
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("DCGM_FI_DEV_GPU_TEMP gauge temp\n", "c.csv:1: expected 3 comma-separated fields"),
+        ("DCGM_FI_DEV_FAN_SPEED, gauge, fan\n", "c.csv: enables no field this exporter can serve"),
+    ],
+    ids=["bad-row", "nothing-usable"],
+)
+def test_a_bad_counters_file_exits_2_naming_file_and_line(
+    tmp_path: Path, text: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv = tmp_path / "c.csv"
+    csv.write_text(text)
+    with pytest.raises(SystemExit) as info:
+        command.main(["--machine", "pcie-4xt4", "-f", str(csv)])
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_address_in_use_exits_1_with_one_line(tmp_path: Path) -> None:
+    with ExporterProcess(["--machine", "pcie-4xt4", "--fault-file", str(tmp_path / "f.jsonl")]) as first:
+        result = subprocess.run(
+            [
+                *first.args[:3],
+                "exporter",
+                "--machine",
+                "pcie-4xt4",
+                "--fault-file",
+                str(tmp_path / "f.jsonl"),
+                "--listen",
+                f"127.0.0.1:{first.port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    assert f"kubegpu exporter: cannot listen on 127.0.0.1:{first.port}" in result.stderr
+
+
+def test_without_a_machine_and_without_nvml_exits_1_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # No GPU driver here (nor in CI): the NVML backend cannot start, and that is a runtime failure.
+    assert command.main(["--listen", "127.0.0.1:0"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kubegpu exporter: ")

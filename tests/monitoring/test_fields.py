@@ -1,0 +1,58 @@
+"""The DCGM field table agrees with dcgm-exporter's default counters and with the telemetry types."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from kubegpu.gpu.telemetry import GpuSample, MigSample
+from kubegpu.monitoring import fields
+from tests.conftest import SHARED
+
+REFERENCE = SHARED / "reference" / "dcgm-default-counters.tsv"
+
+
+def _reference_rows(path: Path = REFERENCE) -> list[dict[str, str]]:
+    with path.open() as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))
+
+
+ENABLED = [r for r in _reference_rows() if r["enabled"] == "yes"]
+GPU_ATTRS = {f.name for f in dataclasses.fields(GpuSample)}
+MIG_ATTRS = {f.name for f in dataclasses.fields(MigSample)}
+
+
+@pytest.mark.parametrize("row", ENABLED, ids=[r["field"] for r in ENABLED])
+def test_every_enabled_default_counter_is_served_with_dcgm_exporters_type_and_help(row: dict[str, str]) -> None:
+    if row["prom_type"] == "label":
+        assert fields.LABEL_FIELDS[row["field"]].help == row["help"]
+        return
+    field = fields.FIELDS[row["field"]]
+    assert (field.type, field.help) == (row["prom_type"], row["help"])
+
+
+@pytest.mark.parametrize("field", fields.FIELDS.values(), ids=list(fields.FIELDS))
+def test_every_field_reads_an_existing_telemetry_attribute(field: fields.Field) -> None:
+    assert field.gpu_attr in GPU_ATTRS
+    if field.scope is fields.Scope.INSTANCE:
+        assert field.mig_attr in MIG_ATTRS
+    else:
+        assert field.mig_attr is None
+
+
+def test_commented_reference_rows_we_serve_keep_their_help_text() -> None:
+    # The reference lists disabled rows too; where we can serve one, its help must be dcgm-exporter's.
+    # (PCIE_TX/RX_BYTES appear twice upstream: the enabled gauge rows win.)
+    enabled_names = {r["field"] for r in ENABLED}
+    for row in _reference_rows():
+        if row["field"] in fields.FIELDS and row["field"] not in enabled_names:
+            assert fields.FIELDS[row["field"]].help == row["help"], row["field"]
+
+
+def test_whole_gpu_utilisation_is_not_reported_for_mig_devices() -> None:
+    assert fields.FIELDS["DCGM_FI_DEV_GPU_UTIL"].scope is fields.Scope.WHOLE_GPU
+    assert fields.FIELDS["DCGM_FI_DEV_FB_USED"].scope is fields.Scope.INSTANCE
+    assert fields.FIELDS["DCGM_FI_DEV_GPU_TEMP"].scope is fields.Scope.DEVICE
