@@ -1,0 +1,126 @@
+"""The NVML backend: real GPUs behind the same interface as the simulated backend.
+
+Owns the lifecycle that ties the pieces together: NVML is started on first use
+(:mod:`.library`), the machine is read by :mod:`.discovery` (again on every
+``discover()``, so a restarted plugin sees MIG changes), the event watcher
+(:mod:`.events`) is started once — by the first ``health_events()`` or
+``sample()``, since the last XID in telemetry comes from it — and ``close()``
+stops the watcher before shutting NVML down. Must not contain health policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from kubegpu.gpu.backend import HealthEvent
+from kubegpu.gpu.model import Machine
+from kubegpu.gpu.nvml import discovery, library
+from kubegpu.gpu.nvml import telemetry as nvml_telemetry
+from kubegpu.gpu.nvml.events import EventWatcher
+from kubegpu.gpu.telemetry import MachineSample
+
+
+class NvmlBackend:
+    """GPUs as NVML reports them.
+
+    Parameters:
+        driver_root: host path of the driver installation (``--driver-root``).
+        container_driver_root: where the driver root is mounted in the plugin container
+            (``--container-driver-root``); searched first.
+        sysfs_root: where sysfs is mounted (NUMA nodes, PCI classes, DMI product name).
+        wait_ms: how long one event wait blocks; bounds how long ``close()`` waits for the watcher.
+    """
+
+    def __init__(
+        self,
+        driver_root: str = "/",
+        container_driver_root: str = "/driver-root",
+        sysfs_root: str = "/sys",
+        wait_ms: int = 250,
+    ) -> None:
+        self.driver_root = driver_root
+        self.container_driver_root = container_driver_root
+        self.sysfs_root = sysfs_root
+        self._wait_ms = wait_ms
+        self._lock = threading.RLock()
+        self._session: library.Session | None = None
+        self._inventory: discovery.Inventory | None = None
+        self._watcher: EventWatcher | None = None
+
+    @property
+    def name(self) -> str:
+        return f"nvml:{self._session.library}" if self._session else "nvml"
+
+    @property
+    def library_path(self) -> str | None:
+        """The ``libnvidia-ml.so.1`` in use, once NVML has started."""
+        return self._session.library if self._session else None
+
+    def _start(self) -> library.Session:
+        if self._session is None:
+            self._session = library.start(self.container_driver_root, self.driver_root)
+        return self._session
+
+    def _read(self) -> discovery.Inventory:
+        with self._lock:
+            session = self._start()
+            self._inventory = discovery.discover(session.library, Path(self.sysfs_root))
+            return self._inventory
+
+    def _current(self) -> discovery.Inventory:
+        with self._lock:
+            return self._inventory if self._inventory is not None else self._read()
+
+    def discover(self) -> Machine:
+        return self._read().machine
+
+    def _ensure_watcher(self, inventory: discovery.Inventory) -> EventWatcher:
+        with self._lock:
+            if self._watcher is None:
+                gpus = [(g.uuid, h) for g, h in zip(inventory.machine.gpus, inventory.gpu_handles, strict=True)]
+                self._watcher = EventWatcher(gpus, wait_ms=self._wait_ms)
+                self._watcher.start()
+            return self._watcher
+
+    async def health_events(self) -> AsyncIterator[HealthEvent]:
+        """Lasting conditions first (lost GPUs, GPUs whose events cannot be watched), then live events."""
+        inventory = await asyncio.to_thread(self._current)
+        watcher = self._ensure_watcher(inventory)
+        queue: asyncio.Queue[HealthEvent] = asyncio.Queue()
+        for event in watcher.subscribe(asyncio.get_running_loop(), queue):
+            yield event
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            watcher.unsubscribe(queue)
+
+    def sample(self) -> MachineSample:
+        inventory = self._current()
+        watcher = self._ensure_watcher(inventory)
+        now = time.time()
+        gpus = tuple(
+            nvml_telemetry.sample_gpu(
+                gpu,
+                inventory.gpu_handles[gpu.index],
+                inventory.mig_handles,
+                inventory.nvlinks[gpu.index],
+                watcher.last_xid(gpu.uuid),
+            )
+            for gpu in inventory.machine.gpus
+        )
+        return MachineSample(timestamp=now, gpus=gpus)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._watcher is not None:
+                self._watcher.stop()
+                self._watcher = None
+            if self._session is not None:
+                library.stop()
+                self._session = None
+            self._inventory = None

@@ -1,0 +1,276 @@
+"""Reading the machine through NVML: GPUs, MIG devices, NVLink/NVSwitch links, PCIe relationships.
+
+Owns the enumeration NVIDIA's plugin and go-nvlib do — index, minor, UUID,
+name, memory, PCI bus id, compute capability, MIG mode and MIG devices (profile
+names from GPU/compute-instance profile ids), NVLink remote PCI bus ids (GPU
+peers and NVSwitches), ``nvmlDeviceGetTopologyCommonAncestor`` for every pair —
+plus the host facts NVML does not give, read from sysfs under an injectable
+root: NUMA node and PCI class per GPU and the DMI product name. Returns the
+:class:`~kubegpu.gpu.model.Machine` and the handles later calls need. Must not
+start NVML (that is :mod:`.library`) and must not watch events or sample.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pynvml
+
+from kubegpu.gpu import errors
+from kubegpu.gpu.model import Gpu, Machine, MigDevice, PcieLink, Topology
+from kubegpu.gpu.nvml import decode
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_NVLINK_TYPE_GPU = 0x00
+_NVLINK_TYPE_SWITCH = 0x02
+_MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """A discovered machine and the NVML handles behind it.
+
+    ``gpu_handles[i]`` is GPU i's handle, ``mig_handles`` maps MIG UUIDs to
+    theirs, ``nvlinks[i]`` lists GPU i's active NVLink numbers (for bandwidth fields).
+    """
+
+    machine: Machine
+    gpu_handles: tuple[Any, ...]
+    mig_handles: dict[str, Any]
+    nvlinks: tuple[tuple[int, ...], ...]
+
+
+def text(value: Any) -> str:
+    """pynvml returns str or bytes depending on the field; we want str."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _call(what: str, fn: Callable[..., T], *args: Any) -> T:
+    """Call NVML; an error becomes NvmlUnavailable naming what was being read."""
+    try:
+        return fn(*args)
+    except pynvml.NVMLError as exc:
+        raise errors.NvmlUnavailable(f"NVML: reading {what} failed: {exc}", code=exc.value) from None
+
+
+def _optional(fn: Callable[..., T], *args: Any) -> T | None:
+    """Call NVML for a value some GPUs or drivers lack; those errors become None."""
+    try:
+        return fn(*args)
+    except pynvml.NVMLError as exc:
+        if exc.value in (decode.ERROR_NOT_SUPPORTED, decode.ERROR_FUNCTION_NOT_FOUND, decode.ERROR_INVALID_ARGUMENT):
+            return None
+        raise
+
+
+def _sysfs(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _mig_devices(gpu_index: int, parent_uuid: str, handle: Any, memory_bytes: int) -> list[tuple[MigDevice, Any]]:
+    where = f"GPU {gpu_index}"
+    out: list[tuple[MigDevice, Any]] = []
+    count = _call(f"{where} MIG device count", pynvml.nvmlDeviceGetMaxMigDeviceCount, handle)
+    for j in range(count):
+        try:
+            mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, j)
+        except pynvml.NVMLError as exc:
+            if exc.value == decode.ERROR_NOT_FOUND:  # an empty slot
+                continue
+            message = f"NVML: reading {where} MIG device {j} failed: {exc}"
+            raise errors.NvmlUnavailable(message, code=exc.value) from None
+        what = f"{where} MIG device {j}"
+        uuid = text(_call(f"{what} UUID", pynvml.nvmlDeviceGetUUID, mig))
+        attrs = _call(f"{what} attributes", pynvml.nvmlDeviceGetAttributes, mig)
+        gi_id = _call(f"{what} GPU instance id", pynvml.nvmlDeviceGetGpuInstanceId, mig)
+        ci_id = _call(f"{what} compute instance id", pynvml.nvmlDeviceGetComputeInstanceId, mig)
+        gi = _call(f"{what} GPU instance", pynvml.nvmlDeviceGetGpuInstanceById, handle, gi_id)
+        gi_info = _call(f"{what} GPU instance info", pynvml.nvmlGpuInstanceGetInfo, gi)
+        ci = _call(f"{what} compute instance", pynvml.nvmlGpuInstanceGetComputeInstanceById, gi, ci_id)
+        ci_info = _call(f"{what} compute instance info", pynvml.nvmlComputeInstanceGetInfo, ci)
+        try:
+            profile = decode.mig_profile_name(
+                int(gi_info.profileId), int(ci_info.profileId), int(attrs.memorySizeMB), memory_bytes
+            )
+        except ValueError as exc:
+            raise errors.NvmlUnavailable(f"NVML: {what}: {exc}") from None
+        device = MigDevice(
+            uuid=uuid,
+            parent_uuid=parent_uuid,
+            parent_index=gpu_index,
+            index=j,
+            profile=profile,
+            gi_id=int(gi_id),
+            ci_id=int(ci_id),
+            memory_mib=int(attrs.memorySizeMB),
+            multiprocessors=int(attrs.multiprocessorCount),
+            gi_slices=int(attrs.gpuInstanceSliceCount),
+            ci_slices=int(attrs.computeInstanceSliceCount),
+            copy_engines=int(attrs.sharedCopyEngineCount),
+            decoders=int(attrs.sharedDecoderCount),
+            encoders=int(attrs.sharedEncoderCount),
+            jpeg_engines=int(attrs.sharedJpegCount),
+            ofa_engines=int(attrs.sharedOfaCount),
+        )
+        out.append((device, mig))
+    return out
+
+
+def _nvlinks(gpu_index: int, handle: Any) -> list[tuple[int, str, int | None]]:
+    """Active links as (link number, remote PCI bus id, remote device type or None when NVML cannot say)."""
+    links: list[tuple[int, str, int | None]] = []
+    for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
+        try:
+            active = pynvml.nvmlDeviceGetNvLinkState(handle, link)
+        except pynvml.NVMLError as exc:
+            # NOT_SUPPORTED: no NVLink at all; INVALID_ARGUMENT: past the GPU's last link.
+            if exc.value not in (decode.ERROR_NOT_SUPPORTED, decode.ERROR_INVALID_ARGUMENT):
+                log.warning("nvlink state unreadable", extra={"gpu": gpu_index, "link": link, "error": str(exc)})
+            break
+        if not active:
+            continue
+        what = f"GPU {gpu_index} NVLink {link} remote PCI info"
+        remote = _call(what, pynvml.nvmlDeviceGetNvLinkRemotePciInfo, handle, link)
+        kind = _optional(pynvml.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link)
+        links.append((link, decode.nvml_bus_id(text(remote.busId)), kind))
+    return links
+
+
+def _gpu(index: int, handle: Any, sysfs_root: Path) -> tuple[Gpu, list[tuple[MigDevice, Any]]]:
+    where = f"GPU {index}"
+    uuid = text(_call(f"{where} UUID", pynvml.nvmlDeviceGetUUID, handle))
+    memory_bytes = int(_call(f"{where} memory", pynvml.nvmlDeviceGetMemoryInfo, handle).total)
+    bus_id = decode.nvml_bus_id(text(_call(f"{where} PCI info", pynvml.nvmlDeviceGetPciInfo, handle).busId))
+    cc = _call(f"{where} compute capability", pynvml.nvmlDeviceGetCudaComputeCapability, handle)
+    compute_capability = (int(cc[0]), int(cc[1]))
+    mig_mode = _optional(pynvml.nvmlDeviceGetMigMode, handle)
+    mig_enabled = mig_mode is not None and int(mig_mode[0]) == pynvml.NVML_DEVICE_MIG_ENABLE
+    cores = _optional(pynvml.nvmlDeviceGetNumGpuCores, handle)
+    per_sm = decode.cores_per_sm(compute_capability)
+    limit_mw = _optional(pynvml.nvmlDeviceGetPowerManagementLimit, handle)
+    sysfs_dir = sysfs_root / "bus" / "pci" / "devices" / decode.sysfs_pci_name(bus_id)
+    numa_text = _sysfs(sysfs_dir / "numa_node")
+    class_text = _sysfs(sysfs_dir / "class")
+    migs = _mig_devices(index, uuid, handle, memory_bytes) if mig_enabled else []
+    gpu = Gpu(
+        index=index,
+        minor=int(_call(f"{where} minor number", pynvml.nvmlDeviceGetMinorNumber, handle)),
+        uuid=uuid,
+        product_name=text(_call(f"{where} name", pynvml.nvmlDeviceGetName, handle)),
+        memory_mib=memory_bytes // _MIB,
+        pci_bus_id=bus_id,
+        numa_node=None if numa_text is None else decode.numa_node(numa_text),
+        compute_capability=compute_capability,
+        mig_capable=mig_mode is not None,
+        mig_enabled=mig_enabled,
+        mig_devices=tuple(d for d, _ in migs),
+        power_limit_w=0.0 if limit_mw is None else limit_mw / 1000.0,
+        max_sm_clock_mhz=int(_optional(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM) or 0),
+        max_mem_clock_mhz=int(_optional(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_MEM) or 0),
+        multiprocessors=0 if cores is None or per_sm is None else int(cores) // per_sm,
+        # GPU feature discovery reads the class from sysfs too; a GPU is a 3D controller unless it says otherwise.
+        pci_class=(decode.pci_class(class_text) if class_text is not None else None) or 0x0302,
+        serial=text(_optional(pynvml.nvmlDeviceGetSerial, handle) or ""),
+        vbios_version=text(_optional(pynvml.nvmlDeviceGetVbiosVersion, handle) or ""),
+    )
+    return gpu, migs
+
+
+def _pcie(handles: tuple[Any, ...]) -> tuple[tuple[PcieLink | None, ...], ...]:
+    n = len(handles)
+    rows: list[list[PcieLink | None]] = [[None] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(i + 1, n):
+            try:
+                level = pynvml.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j])
+                link = decode.pcie_link(int(level))
+            except (pynvml.NVMLError, ValueError) as exc:
+                # Without an answer the pair is treated as the farthest apart, as scoring does for unknown links.
+                log.warning("pcie relationship unknown", extra={"gpu": i, "peer": j, "error": str(exc)})
+                link = PcieLink.CROSS_CPU
+            rows[i][j] = rows[j][i] = link
+    return tuple(tuple(r) for r in rows)
+
+
+def discover(library: str, sysfs_root: Path) -> Inventory:
+    """Enumerate every GPU NVML sees. NVML must be started.
+
+    Raises :class:`~kubegpu.gpu.errors.NvmlUnavailable` when NVML reports no GPUs
+    or a GPU cannot be read (the message names the GPU and what was being read).
+    """
+    count = _call("the GPU count", pynvml.nvmlDeviceGetCount)
+    if count == 0:
+        raise errors.NvmlUnavailable(f"NVML found no GPUs (library {library})")
+    handles = tuple(_call(f"GPU {i} handle", pynvml.nvmlDeviceGetHandleByIndex, i) for i in range(count))
+    gpus: list[Gpu] = []
+    mig_handles: dict[str, Any] = {}
+    for i, handle in enumerate(handles):
+        gpu, migs = _gpu(i, handle, sysfs_root)
+        gpus.append(gpu)
+        mig_handles.update((d.uuid, h) for d, h in migs)
+
+    index_of_bus = {g.pci_bus_id: g.index for g in gpus}
+    nvlink = [[0] * count for _ in range(count)]
+    switches: list[frozenset[str]] = []
+    switch_links: list[int] = []
+    active: list[tuple[int, ...]] = []
+    for i, handle in enumerate(handles):
+        links = _nvlinks(i, handle)
+        active.append(tuple(link for link, _, _ in links))
+        reached: set[str] = set()
+        to_switch = 0
+        for _, bus, kind in links:
+            peer = index_of_bus.get(bus)
+            # Drivers without nvmlDeviceGetNvLinkRemoteDeviceType: a remote that is none of our GPUs is a switch.
+            if kind == _NVLINK_TYPE_SWITCH or (kind is None and peer is None):
+                reached.add(bus)
+                to_switch += 1
+            elif peer is not None and peer != i:
+                nvlink[i][peer] += 1
+        switches.append(frozenset(reached))
+        switch_links.append(to_switch)
+
+    try:
+        topology = Topology(
+            pcie=_pcie(handles),
+            nvlink=tuple(tuple(row) for row in nvlink),
+            numa=tuple(g.numa_node for g in gpus),
+            nvswitch=tuple(decode.fabrics(switches)),
+            nvswitch_links=tuple(switch_links),
+        )
+        machine = Machine(
+            name="nvml",
+            description=_describe(gpus),
+            gpus=tuple(gpus),
+            topology=topology,
+            driver_version=text(_call("the driver version", pynvml.nvmlSystemGetDriverVersion)),
+            cuda_driver_version=decode.cuda_version(
+                int(_call("the CUDA driver version", pynvml.nvmlSystemGetCudaDriverVersion))
+            ),
+            machine_type=_machine_type(sysfs_root),
+        )
+    except ValueError as exc:
+        raise errors.NvmlUnavailable(f"NVML reported an inconsistent machine: {exc}") from None
+    return Inventory(machine=machine, gpu_handles=handles, mig_handles=mig_handles, nvlinks=tuple(active))
+
+
+def _describe(gpus: list[Gpu]) -> str:
+    counts = Counter(g.product_name for g in gpus)
+    return ", ".join(f"{n}x {name}" for name, n in counts.items()) + " (NVML)"
+
+
+def _machine_type(sysfs_root: Path) -> str:
+    """The DMI product name, as GPU feature discovery reads it; ``unknown`` when unreadable."""
+    value = _sysfs(sysfs_root / "class" / "dmi" / "id" / "product_name")
+    return value.strip() if value and value.strip() else "unknown"

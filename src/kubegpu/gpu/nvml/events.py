@@ -1,0 +1,219 @@
+"""The NVML health watcher: one worker thread waiting on an NVML event set, feeding asyncio consumers.
+
+Owns the event set (XID critical, double- and single-bit ECC registered on
+every GPU, masked by what the GPU supports), the blocking ``nvmlEventSetWait``
+loop with a short timeout so stopping is quick, and turning what NVML says into
+:class:`~kubegpu.gpu.backend.HealthEvent` values handed to each subscriber's
+asyncio loop with ``call_soon_threadsafe``. Conditions that last (a lost GPU, a
+GPU whose events cannot be watched) are remembered and replayed to every new
+subscriber first. A failed wait never ends the thread: it is reported as a
+WAIT_ERROR event (every device suspect) and the wait is retried with backoff; a
+lost GPU is found by probing and reported as LOST, and the event set is rebuilt
+without it.
+Must not decide health (which XIDs matter is the device plugin's business).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import pynvml
+
+from kubegpu.gpu.backend import HealthEvent, HealthEventKind
+from kubegpu.gpu.nvml import decode
+
+log = logging.getLogger(__name__)
+
+#: Backoff after a failed wait or a failed event-set creation, doubling up to the maximum (seconds).
+BACKOFF_MIN_S = 0.1
+BACKOFF_MAX_S = 5.0
+
+
+def handle_key(handle: Any) -> int | None:
+    """A device handle's address: event data carries the same pointer the handle lookup gave."""
+    return ctypes.cast(handle, ctypes.c_void_p).value
+
+
+class EventWatcher:
+    """Watches XID and ECC events of ``gpus`` (``(uuid, handle)`` pairs) in a daemon thread.
+
+    Parameters:
+        gpus: every GPU to watch, in index order.
+        wait_ms: how long one ``nvmlEventSetWait`` blocks; bounds how long :meth:`stop` takes.
+    """
+
+    def __init__(self, gpus: Sequence[tuple[str, Any]], wait_ms: int = 250) -> None:
+        self._gpus = list(gpus)
+        self._wait_ms = wait_ms
+        self._by_handle = {handle_key(h): uuid for uuid, h in self._gpus}
+        self._lock = threading.Lock()
+        self._subscribers: dict[asyncio.Queue[HealthEvent], asyncio.AbstractEventLoop] = {}
+        self._lost: dict[str, HealthEvent] = {}
+        self._unwatched: dict[str, HealthEvent] = {}
+        self._last_xid: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nvml-events", daemon=True)
+
+    # --- the asyncio side -------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Ask the thread to end and wait for it (at most ``timeout`` seconds)."""
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def subscribe(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[HealthEvent]) -> list[HealthEvent]:
+        """Deliver future events to ``queue`` on ``loop``; returns the lasting conditions known now.
+
+        Taken under the publishing lock, so a condition is either in the returned
+        list or delivered later, never both and never neither.
+        """
+        with self._lock:
+            self._subscribers[queue] = loop
+            return [*self._lost.values(), *self._unwatched.values()]
+
+    def unsubscribe(self, queue: asyncio.Queue[HealthEvent]) -> None:
+        with self._lock:
+            self._subscribers.pop(queue, None)
+
+    def last_xid(self, uuid: str) -> int:
+        """The last XID seen on a GPU since the watcher started (0 when none)."""
+        with self._lock:
+            return self._last_xid.get(uuid, 0)
+
+    def _publish(self, event: HealthEvent) -> None:
+        with self._lock:
+            if event.kind is HealthEventKind.LOST and event.gpu_uuid is not None:
+                self._lost[event.gpu_uuid] = event
+            elif event.kind is HealthEventKind.WAIT_ERROR and event.gpu_uuid is not None:
+                self._unwatched[event.gpu_uuid] = event
+            elif event.kind is HealthEventKind.XID and event.gpu_uuid is not None and event.xid is not None:
+                self._last_xid[event.gpu_uuid] = event.xid
+            for queue, loop in list(self._subscribers.items()):
+                try:
+                    loop.call_soon_threadsafe(queue.put_nowait, event)
+                except RuntimeError:  # the subscriber's loop is closed: it will never read again
+                    del self._subscribers[queue]
+        log.info(
+            "nvml health event",
+            extra={"kind": event.kind.value, "gpu": event.gpu_uuid, "xid": event.xid, "detail": event.message},
+        )
+
+    # --- the worker thread ------------------------------------------------------------------
+
+    def _is_lost(self, handle: Any) -> bool:
+        """Probe a GPU with a reading that must touch the hardware."""
+        try:
+            pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)
+        except pynvml.NVMLError as exc:
+            return bool(exc.value == decode.ERROR_GPU_IS_LOST)
+        return False
+
+    def _find_lost(self) -> int:
+        """Report GPUs that answer GPU_IS_LOST and were not known lost; returns how many GPUs are lost."""
+        for uuid, handle in self._gpus:
+            if uuid not in self._lost and self._is_lost(handle):
+                self._publish(HealthEvent(HealthEventKind.LOST, uuid, message="NVML: GPU is lost"))
+        return len(self._lost)
+
+    def _arm(self) -> Any:
+        """A new event set with every GPU that is not lost registered (masked by supported events)."""
+        event_set = pynvml.nvmlEventSetCreate()
+        for uuid, handle in self._gpus:
+            if uuid in self._lost:
+                continue
+            try:
+                supported = pynvml.nvmlDeviceGetSupportedEventTypes(handle)
+                mask = int(supported) & decode.HEALTH_EVENTS
+                if mask == 0:
+                    log.warning("gpu supports no health events", extra={"gpu": uuid})
+                    continue
+                pynvml.nvmlDeviceRegisterEvents(handle, mask, event_set)
+            except pynvml.NVMLError as exc:
+                if exc.value == decode.ERROR_NOT_SUPPORTED:
+                    # NVIDIA's plugin: too old to support health checking; the device stays healthy.
+                    log.warning("gpu too old for health events", extra={"gpu": uuid, "error": str(exc)})
+                elif exc.value == decode.ERROR_GPU_IS_LOST:
+                    self._publish(HealthEvent(HealthEventKind.LOST, uuid, message="NVML: GPU is lost"))
+                elif uuid not in self._unwatched:
+                    message = f"NVML: cannot watch health events: {exc}"
+                    self._publish(HealthEvent(HealthEventKind.WAIT_ERROR, uuid, message=message))
+        return event_set
+
+    def _free(self, event_set: Any) -> None:
+        if event_set is None:
+            return
+        try:
+            pynvml.nvmlEventSetFree(event_set)
+        except pynvml.NVMLError as exc:
+            log.debug("event set free failed", extra={"error": str(exc)})
+
+    def _to_event(self, data: Any) -> HealthEvent | None:
+        kind = decode.event_kind(int(data.eventType))
+        if kind is None:
+            return None
+        uuid = self._by_handle.get(handle_key(data.device))
+        if uuid is None:
+            try:
+                uuid = pynvml.nvmlDeviceGetUUID(data.device)
+            except pynvml.NVMLError as exc:
+                # NVIDIA's plugin: when the event's device cannot be named, every device is suspect.
+                return HealthEvent(HealthEventKind.WAIT_ERROR, None, message=f"NVML: event from an unknown GPU: {exc}")
+            uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+        xid = int(data.eventData) if kind is HealthEventKind.XID else None
+        return HealthEvent(
+            kind=kind,
+            gpu_uuid=uuid,
+            xid=xid,
+            gi_id=decode.instance_id(int(data.gpuInstanceId)),
+            ci_id=decode.instance_id(int(data.computeInstanceId)),
+            message=f"NVML: XID {xid}" if xid is not None else f"NVML: {kind.value}",
+        )
+
+    def _run(self) -> None:
+        backoff = BACKOFF_MIN_S
+        event_set: Any = None
+        self._find_lost()
+        while not self._stop.is_set():
+            try:
+                if event_set is None:
+                    event_set = self._arm()
+                data = pynvml.nvmlEventSetWait(event_set, self._wait_ms)
+            except pynvml.NVMLError as exc:
+                if exc.value == decode.ERROR_TIMEOUT:
+                    backoff = BACKOFF_MIN_S
+                    continue
+                if exc.value == decode.ERROR_GPU_IS_LOST:
+                    lost_before = len(self._lost)
+                    if self._find_lost() > lost_before:
+                        self._free(event_set)
+                        event_set = None  # rebuilt without the lost GPU
+                        continue
+                # Like NVIDIA's plugin: every device is suspect, and the same set is waited on again.
+                message = f"NVML: waiting for events failed: {exc}"
+                self._publish(HealthEvent(HealthEventKind.WAIT_ERROR, None, message=message))
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                continue
+            except Exception:  # never let the watcher die silently; NVML is foreign code
+                log.exception("nvml event watcher error")
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                continue
+            backoff = BACKOFF_MIN_S
+            event = self._to_event(data)
+            if event is not None:
+                self._publish(event)
+        self._free(event_set)

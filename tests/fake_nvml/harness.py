@@ -1,0 +1,150 @@
+"""Harness for the fake libnvidia-ml.so.1: build it, stage a node around it, inject events and errors.
+
+Owns the test-side half of the fake's interface: building the library once per
+source version (cached under the temp dir, keyed by a hash of the sources), a
+staged node — driver root holding the library, the machine's canonical JSON
+(``kubegpu.gpu.profiles.export_json``, the simulated backend's own truth),
+a sysfs tree with NUMA nodes, PCI classes and the DMI product name, and the
+control directory — and writing control-journal lines. Must not fake anything
+above the C library: the code under test talks to the library through pynvml.
+
+Control journal (``$KUBEGPU_FAKE_NVML_CONTROL/events``, one line each, appended):
+``xid GPU XID [GI CI]``, ``ecc-sbe GPU``, ``ecc-dbe GPU``, ``lost GPU``,
+``recover GPU``, ``wait-error CODE``, ``register-error GPU CODE``.
+``$KUBEGPU_FAKE_NVML_CONTROL/init-error`` holding an NVML code makes nvmlInit fail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubegpu.gpu import profiles
+from kubegpu.gpu.model import Machine
+from kubegpu.gpu.nvml import decode
+
+FAKE_DIR = Path(__file__).resolve().parent
+SOURCES = ("api.c", "state.c", "json.c", "json.h", "fake.h", "nvml_abi.h", "build.sh")
+
+# NVML return codes the tests inject.
+NOT_SUPPORTED = decode.ERROR_NOT_SUPPORTED
+NO_PERMISSION = decode.ERROR_NO_PERMISSION
+DRIVER_NOT_LOADED = decode.ERROR_DRIVER_NOT_LOADED
+LIB_RM_VERSION_MISMATCH = decode.ERROR_LIB_RM_VERSION_MISMATCH
+UNKNOWN = decode.ERROR_UNKNOWN
+
+
+class NoCompiler(RuntimeError):
+    """There is no C compiler to build the fake library with."""
+
+
+def compiler() -> str | None:
+    """The C compiler build.sh will use, or None."""
+    return shutil.which(os.environ.get("CC", "cc"))
+
+
+def library() -> Path:
+    """The built fake library, building it when these sources were not built before."""
+    if compiler() is None:
+        raise NoCompiler(f"no C compiler ({os.environ.get('CC', 'cc')}) to build the fake libnvidia-ml.so.1")
+    digest = hashlib.sha256()
+    for name in SOURCES:
+        digest.update((FAKE_DIR / name).read_bytes())
+    out = Path(tempfile.gettempdir()) / f"kubegpu-fake-nvml-{digest.hexdigest()[:16]}"
+    lib = out / decode.LIBRARY_NAME
+    if not lib.exists():
+        subprocess.run(["sh", str(FAKE_DIR / "build.sh"), str(out)], check=True, capture_output=True, text=True)
+    return lib
+
+
+@dataclass(frozen=True)
+class FakeNode:
+    """One staged node: pass ``driver_root`` and ``sysfs_root`` to the backend and ``env`` to processes."""
+
+    root: Path
+    machine: Machine
+    driver_root: Path
+    sysfs_root: Path
+    control: Path
+    profile_json: Path
+
+    @property
+    def library_dir(self) -> Path:
+        return self.driver_root / "usr" / "lib" / "x86_64-linux-gnu"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What a process needs to see this machine through the fake library."""
+        return {
+            "KUBEGPU_FAKE_NVML_PROFILE": str(self.profile_json),
+            "KUBEGPU_FAKE_NVML_CONTROL": str(self.control),
+        }
+
+    def inject(self, line: str) -> None:
+        """Append one control line in a single write, so a reader never sees half of it."""
+        fd = os.open(self.control / "events", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line.rstrip("\n") + "\n").encode())
+        finally:
+            os.close(fd)
+
+    def xid(self, gpu: int, xid: int, gi: int | None = None, ci: int | None = None) -> None:
+        scope = "" if gi is None or ci is None else f" {gi} {ci}"
+        self.inject(f"xid {gpu} {xid}{scope}")
+
+    def ecc(self, gpu: int, double_bit: bool = True) -> None:
+        self.inject(f"ecc-{'dbe' if double_bit else 'sbe'} {gpu}")
+
+    def lost(self, gpu: int) -> None:
+        self.inject(f"lost {gpu}")
+
+    def recover(self, gpu: int) -> None:
+        self.inject(f"recover {gpu}")
+
+    def wait_error(self, code: int = UNKNOWN) -> None:
+        self.inject(f"wait-error {code}")
+
+    def register_error(self, gpu: int, code: int) -> None:
+        self.inject(f"register-error {gpu} {code}")
+
+    def init_error(self, code: int | None) -> None:
+        path = self.control / "init-error"
+        if code is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(f"{code}\n")
+
+
+def stage(root: Path, machine: Machine | str, lib: Path | None = None) -> FakeNode:
+    """A node under ``root`` showing ``machine`` (a Machine or a profile name/path) through ``lib``."""
+    machine = machine if isinstance(machine, Machine) else profiles.load(machine)
+    root.mkdir(parents=True, exist_ok=True)
+    node = FakeNode(
+        root=root,
+        machine=machine,
+        driver_root=root / "driver",
+        sysfs_root=root / "sys",
+        control=root / "control",
+        profile_json=root / f"{machine.name}.json",
+    )
+    node.profile_json.write_text(profiles.export_json(machine))
+    node.control.mkdir(exist_ok=True)
+    node.library_dir.mkdir(parents=True, exist_ok=True)
+    link = node.library_dir / decode.LIBRARY_NAME
+    link.unlink(missing_ok=True)
+    # A symlink, not a copy: one process loads one NVML library, and every node then resolves to the same file.
+    link.symlink_to(lib if lib is not None else library())
+    for gpu in machine.gpus:
+        device = node.sysfs_root / "bus" / "pci" / "devices" / decode.sysfs_pci_name(gpu.pci_bus_id)
+        device.mkdir(parents=True, exist_ok=True)
+        (device / "numa_node").write_text(f"{-1 if gpu.numa_node is None else gpu.numa_node}\n")
+        (device / "class").write_text(f"0x{gpu.pci_class:04x}00\n")
+    dmi = node.sysfs_root / "class" / "dmi" / "id"
+    dmi.mkdir(parents=True, exist_ok=True)
+    (dmi / "product_name").write_text(f"{machine.machine_type}\n")
+    return node
