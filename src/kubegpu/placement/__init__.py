@@ -1,7 +1,68 @@
 """Placement inside one node: which GPUs (or replicas, or MIG devices) to give a request.
 
-Pure policies over a node's topology (best-effort as go-gpuallocator, our
-topology-aware policy, packed and distributed for replicas), used by the
-device plugin's GetPreferredAllocation and by the scheduler. Imports only
-:mod:`kubegpu.gpu`; no I/O, no gRPC.
+Pure policies over a node's topology, used by the device plugin's
+GetPreferredAllocation and by the scheduler. Imports only :mod:`kubegpu.gpu`
+(and numpy); no I/O, no gRPC, no clocks, no threads — the only state is a
+cache of per-topology tables that never changes an answer.
+
+The API (everything else is internal)::
+
+    from kubegpu import placement
+
+    placement.pick(policy, topology, available, must_include, size) -> list[int]
+        whole GPUs by index, ascending. policy: "topology" (default) or
+        "best-effort" (go-gpuallocator's choice, exactly).
+    placement.pick_shared(policy, devices, available, must_include, size) -> list[str]
+        replicas or MIG devices by ID: must_include as given, then the picks.
+        devices: [placement.SharedDevice(id, group)], group = the physical GPU.
+        policy: "distributed" (default) or "packed".
+    placement.prepare(policy, topology)
+        build the cached tables now instead of on the first request.
+    placement.PlacementError
+        an impossible or malformed request (the message names the value);
+        the plugin answers gRPC INVALID_ARGUMENT.
+
+Policy names: ``WHOLE_GPU_POLICIES``, ``SHARED_POLICIES``, ``POLICIES``,
+``DEFAULT_WHOLE_GPU_POLICY``, ``DEFAULT_SHARED_POLICY``.
+
+Modules: :mod:`~kubegpu.placement.weights` (pair weights per policy),
+:mod:`~kubegpu.placement.partition` (the exact, fast best-effort solver),
+:mod:`~kubegpu.placement.reference` (the literal, slow enumeration it is
+tested against), :mod:`~kubegpu.placement.shared` (distributed/packed),
+:mod:`~kubegpu.placement.policies` (this API), :mod:`~kubegpu.placement.command`
+(``kubegpu topology``, the only module here that reads files and prints).
 """
+
+from kubegpu.placement.errors import PlacementError
+from kubegpu.placement.policies import (
+    BEST_EFFORT,
+    DEFAULT_SHARED_POLICY,
+    DEFAULT_WHOLE_GPU_POLICY,
+    DISTRIBUTED,
+    PACKED,
+    POLICIES,
+    SHARED_POLICIES,
+    TOPOLOGY,
+    WHOLE_GPU_POLICIES,
+    pick,
+    pick_shared,
+    prepare,
+)
+from kubegpu.placement.shared import SharedDevice
+
+__all__ = [
+    "BEST_EFFORT",
+    "DEFAULT_SHARED_POLICY",
+    "DEFAULT_WHOLE_GPU_POLICY",
+    "DISTRIBUTED",
+    "PACKED",
+    "POLICIES",
+    "SHARED_POLICIES",
+    "TOPOLOGY",
+    "WHOLE_GPU_POLICIES",
+    "PlacementError",
+    "SharedDevice",
+    "pick",
+    "pick_shared",
+    "prepare",
+]
