@@ -120,7 +120,8 @@ class HealthBook:
         """Drop transient faults quiet since ``now - quiet_period_s``; the targets dropped."""
         if not self.quiet_period_s:
             return []
-        gone = [t for t, f in self.faults.items() if not f.lasting and now - f.last >= self.quiet_period_s]
+        # Same arithmetic as next_expiry, so expire(next_expiry()) always drops what it promised.
+        gone = [t for t, f in self.faults.items() if not f.lasting and f.last + self.quiet_period_s <= now]
         for target in gone:
             del self.faults[target]
         return gone

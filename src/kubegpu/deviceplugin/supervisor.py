@@ -126,7 +126,8 @@ class Supervisor:
                 self._pending = None
                 self._signalled.clear()
         except StartupFailed as exc:
-            log.error("cannot start", extra={"error": str(exc)})
+            hint = "use --machine PROFILE for a simulated machine" if self.options.machine is None else None
+            log.error("cannot start", extra={"error": str(exc), **({"hint": hint} if hint else {})})
             return 1
         finally:
             await self.watcher.stop()

@@ -103,7 +103,27 @@ class KubeletSocketWatcher:
                             break
                 continue  # watch again at once: the directory may already be back
             except FileNotFoundError:
-                pass  # the directory is not there (yet): the poll notices it, we retry the watch
+                # Not there (yet): wait for it to appear in its parent, then watch it again.
+                if await self._await_directory(directory):
+                    continue
             except OSError as exc:
                 log.warning("inotify watch failed, polling", extra={"directory": str(directory), "error": str(exc)})
             await asyncio.sleep(self.poll_interval)
+
+    async def _await_directory(self, directory: Path) -> bool:
+        """Wait (at most one poll period) for ``directory`` to be created; False when its parent is missing too."""
+        from asyncinotify import Inotify, Mask
+
+        try:
+            with Inotify() as inotify:
+                inotify.add_watch(directory.parent, Mask.CREATE | Mask.MOVED_TO | Mask.ONLYDIR)
+                if directory.is_dir():  # noqa: ASYNC240 - one stat, nothing to gain from a thread
+                    return True
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.poll_interval):
+                        async for event in inotify:
+                            if event.name is not None and str(event.name) == directory.name:
+                                break
+                return True
+        except OSError:
+            return False

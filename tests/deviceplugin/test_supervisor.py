@@ -1,0 +1,246 @@
+"""The supervisor in-process against a fake kubelet: start order, re-registration, health, retries, restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from kubegpu.deviceplugin.options import PluginOptions
+from kubegpu.deviceplugin.supervisor import Supervisor, default_backend
+from kubegpu.gpu import faults, profiles
+from kubegpu.gpu.backend import GpuBackend
+from kubegpu.gpu.model import Machine, Topology
+from kubegpu.gpu.simulated import SimulatedBackend
+from tests.deviceplugin.fake_kubelet import FakeKubelet
+
+DEADLINE_S = 20.0
+UUIDS = [g.uuid for g in profiles.load("dgx-a100").gpus]
+
+
+def options(sock_dir: Path, fault_file: Path, **overrides: object) -> PluginOptions:
+    values: dict[str, object] = {
+        "kubelet_socket": sock_dir / "kubelet.sock",
+        "machine": "dgx-a100",
+        "fault_file": fault_file,
+        "quiet_period_s": 0.0,
+        "retry_interval_s": 0.3,
+    }
+    values.update(overrides)
+    return PluginOptions(**values)  # type: ignore[arg-type]
+
+
+class Running:
+    """A supervisor task and a way to stop it and get its exit code."""
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self.supervisor = supervisor
+        self.task = asyncio.create_task(supervisor.run())
+
+    async def stop(self) -> int:
+        self.supervisor.request("stop")
+        return await asyncio.wait_for(self.task, DEADLINE_S)
+
+
+@pytest.fixture
+async def start(sock_dir: Path, fault_file: Path) -> AsyncIterator[Callable[..., Running]]:
+    started: list[Running] = []
+
+    def launch(**overrides: object) -> Running:
+        factory = overrides.pop("backend_factory", default_backend)
+        supervisor = Supervisor(
+            options(sock_dir, fault_file, **overrides),
+            backend_factory=factory,  # type: ignore[arg-type]
+            handle_signals=False,
+            watcher_poll_interval=0.5,
+        )
+        running = Running(supervisor)
+        started.append(running)
+        return running
+
+    yield launch
+    for running in started:
+        if not running.task.done():
+            await running.stop()
+
+
+async def test_serves_then_registers_and_the_kubelet_sees_every_gpu(
+    sock_dir: Path, kubelet: FakeKubelet, start: Callable[..., Running]
+) -> None:
+    start()
+    entry = await kubelet.wait_registrations(1)
+    assert (entry.request.version, entry.request.endpoint, entry.request.resource_name) == (
+        "v1beta1",
+        "nvidia-gpu.sock",
+        "nvidia.com/gpu",
+    )
+    assert entry.options.get_preferred_allocation_available
+    snapshot = entry.snapshots[0] if entry.snapshots else None
+    await kubelet.wait_snapshot(entry, lambda h: list(h) == UUIDS)
+    snapshot = entry.snapshots[0]
+    assert [d.topology.nodes[0].ID for d in snapshot.devices] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert (sock_dir / "nvidia-gpu.sock").is_socket()
+
+
+async def test_waits_for_a_kubelet_that_is_not_there_yet(
+    sock_dir: Path, start: Callable[..., Running], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="kubegpu.deviceplugin.supervisor"):
+        start()
+        await asyncio.sleep(0.5)
+    assert "waiting for the kubelet" in [r.getMessage() for r in caplog.records]
+    kubelet = FakeKubelet(sock_dir)
+    await kubelet.start()
+    try:
+        await kubelet.wait_registrations(1, DEADLINE_S)
+    finally:
+        await kubelet.stop()
+
+
+async def test_a_recreated_kubelet_socket_ends_the_old_stream_before_registering_again(
+    sock_dir: Path, kubelet: FakeKubelet, start: Callable[..., Running]
+) -> None:
+    running = start()
+    first = await kubelet.wait_registrations(1)
+    await kubelet.wait_snapshot(first, lambda h: len(h) == 8)
+    await kubelet.rebind()  # the old plugin connection stays open on the kubelet side
+    second = await kubelet.wait_registrations(2)
+    assert first.ended.is_set() and first.stream_status is not None and first.stream_status.name == "OK"
+    assert kubelet.log == [
+        ("register", "nvidia.com/gpu"),
+        ("stream-ended", "nvidia.com/gpu"),
+        ("register", "nvidia.com/gpu"),
+    ]
+    await kubelet.wait_snapshot(second, lambda h: len(h) == 8)
+    assert list(running.supervisor.servers) == ["nvidia.com/gpu"]
+    assert running.supervisor.registrations == 2
+
+
+async def test_an_injected_fault_reaches_the_kubelet_and_recovery_heals_it(
+    kubelet: FakeKubelet, fault_file: Path, start: Callable[..., Running]
+) -> None:
+    start()
+    entry = await kubelet.wait_registrations(1)
+    await kubelet.wait_snapshot(entry, lambda h: len(h) == 8)
+    faults.append(fault_file, faults.Fault(kind="xid", gpu=5, xid=79))
+    health = await kubelet.wait_snapshot(entry, lambda h: h[UUIDS[5]] == "Unhealthy")
+    assert [i for i, v in health.items() if v != "Healthy"] == [UUIDS[5]]
+    faults.append(fault_file, faults.Fault(kind="recover", gpu=5))
+    await kubelet.wait_snapshot(entry, lambda h: set(h.values()) == {"Healthy"})
+
+
+async def test_health_survives_a_kubelet_restart(
+    kubelet: FakeKubelet, fault_file: Path, start: Callable[..., Running]
+) -> None:
+    start()
+    entry = await kubelet.wait_registrations(1)
+    faults.append(fault_file, faults.Fault(kind="ecc-dbe", gpu=1))
+    await kubelet.wait_snapshot(entry, lambda h: h.get(UUIDS[1]) == "Unhealthy")
+    await kubelet.stop()
+    await kubelet.start()
+    again = await kubelet.wait_registrations(2)
+    await kubelet.wait_snapshot(again, lambda h: len(h) == 8)
+    assert again.health()[UUIDS[1]] == "Unhealthy"
+
+
+async def test_the_quiet_period_heals_through_the_stream(
+    kubelet: FakeKubelet, fault_file: Path, start: Callable[..., Running]
+) -> None:
+    start(quiet_period_s=0.3)
+    entry = await kubelet.wait_registrations(1)
+    faults.append(fault_file, faults.Fault(kind="xid", gpu=0, xid=94))
+    await kubelet.wait_snapshot(entry, lambda h: h.get(UUIDS[0]) == "Unhealthy")
+    await kubelet.wait_snapshot(entry, lambda h: h.get(UUIDS[0]) == "Healthy")
+
+
+async def test_a_rejected_registration_is_retried_after_the_retry_interval(
+    sock_dir: Path, start: Callable[..., Running], caplog: pytest.LogCaptureFixture
+) -> None:
+    kubelet = FakeKubelet(sock_dir, reject="nope, not now")
+    await kubelet.start()
+    try:
+        with caplog.at_level(logging.ERROR, logger="kubegpu.deviceplugin.supervisor"):
+            running = start()
+            async with asyncio.timeout(DEADLINE_S):
+                while "start failed" not in [r.getMessage() for r in caplog.records]:  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+        assert running.supervisor.servers == {}  # a failed start stops what it started
+        assert not (sock_dir / "nvidia-gpu.sock").exists()
+        kubelet.reject = None
+        await kubelet.wait_registrations(1, DEADLINE_S)
+    finally:
+        await kubelet.stop()
+
+
+async def test_a_restart_request_rediscovers_and_registers_again(
+    kubelet: FakeKubelet, start: Callable[..., Running]
+) -> None:
+    opened: list[str] = []
+
+    def factory(opts: PluginOptions) -> GpuBackend:
+        opened.append("backend")
+        return default_backend(opts)
+
+    running = start(backend_factory=factory)
+    first = await kubelet.wait_registrations(1)
+    running.supervisor.request("restart")
+    await kubelet.wait_registrations(2)
+    assert len(opened) == 2
+    assert first.ended.is_set()
+    assert kubelet.log.index(("stream-ended", "nvidia.com/gpu")) < len(kubelet.log) - 1
+
+
+async def test_stop_exits_zero_and_removes_the_plugin_socket(
+    sock_dir: Path, kubelet: FakeKubelet, start: Callable[..., Running], no_leaked_tasks: None
+) -> None:
+    running = start()
+    entry = await kubelet.wait_registrations(1)
+    assert await running.stop() == 0
+    assert not (sock_dir / "nvidia-gpu.sock").exists()
+    await asyncio.wait_for(entry.ended.wait(), DEADLINE_S)
+
+
+async def test_without_a_machine_profile_nvml_is_required_and_missing_means_exit_one(
+    kubelet: FakeKubelet, start: Callable[..., Running], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="kubegpu.deviceplugin.supervisor"):
+        code = await asyncio.wait_for(start(machine=None).task, DEADLINE_S)
+    assert code == 1
+    assert kubelet.registrations == []
+    assert any(r.getMessage() == "cannot start" for r in caplog.records)
+
+
+async def test_a_machine_without_gpus_registers_nothing_and_waits(
+    kubelet: FakeKubelet, fault_file: Path, start: Callable[..., Running]
+) -> None:
+    empty = Machine(name="empty", description="", gpus=(), topology=Topology((), (), (), (), ()))
+    running = start(backend_factory=lambda opts: SimulatedBackend(empty, fault_file=fault_file))
+    await asyncio.sleep(0.5)
+    assert not running.task.done()
+    assert await running.stop() == 0
+    assert kubelet.registrations == []
+
+
+async def test_a_recreated_socket_directory_is_followed(
+    sock_dir: Path, fault_file: Path, start: Callable[..., Running]
+) -> None:
+    plugins = sock_dir / "device-plugins"
+    plugins.mkdir()
+    kubelet = FakeKubelet(plugins)
+    await kubelet.start()
+    start(kubelet_socket=plugins / "kubelet.sock")
+    await kubelet.wait_registrations(1)
+    await kubelet.stop()
+    shutil.rmtree(plugins)
+    await asyncio.sleep(0.3)
+    plugins.mkdir()
+    await kubelet.start()
+    try:
+        again = await kubelet.wait_registrations(2, DEADLINE_S)
+        await kubelet.wait_snapshot(again, lambda h: len(h) == 8)
+    finally:
+        await kubelet.stop()
