@@ -1,0 +1,213 @@
+"""``kubegpu kubelet``: run the emulator, or talk to a running one (``admit``, ``delete``, ``status``, ``watch``).
+
+Owns the command line: flags, their defaults and checks, output (tables, or
+``--json``), and exit codes (0 ok, 1 failure or rejection, 2 bad input). The
+daemon and client are imported only when needed. Must not contain emulator
+logic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from kubegpu.api import constants
+
+CLIENT_COMMANDS = ("admit", "delete", "status", "watch")
+
+_DESCRIPTION = """\
+The kubelet's device manager without a cluster: serves v1beta1.Registration on
+<socket dir>/kubelet.sock, talks to device plugins like kubelet v1.32, admits pods,
+keeps the checkpoint, serves the pod-resources API.
+
+client commands (against a running emulator, same --socket-dir):
+  kubegpu kubelet admit POD.yaml [--json]      admit a Pod manifest, print its containers' runtime options
+  kubegpu kubelet delete NAMESPACE/NAME         delete a pod, releasing its devices
+  kubegpu kubelet status [--json]               capacity, allocatable, devices, allocations
+  kubegpu kubelet watch                         state-change events, one JSON object per line
+"""
+
+
+def _socket_dir_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--socket-dir",
+        type=Path,
+        default=Path(constants.DEVICE_PLUGIN_PATH),
+        metavar="DIR",
+        help="device-plugin directory: kubelet.sock and the checkpoint live there "
+        f"(default: {constants.DEVICE_PLUGIN_PATH})",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    return value
+
+
+def _daemon_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kubegpu kubelet", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    _socket_dir_arg(parser)
+    parser.add_argument(
+        "--grace-period",
+        type=_seconds,
+        default=constants.ENDPOINT_STOP_GRACE_PERIOD_S,
+        metavar="SECONDS",
+        help="how long a resource whose plugin went away keeps its capacity before it is removed (default: 300)",
+    )
+    parser.add_argument(
+        "--reproduce-reregistration-race",
+        action="store_true",
+        help="behave like kubelet 1.32 (kubernetes#121994): when an old plugin's stream ends, the live new "
+        "registration of the same resource is disconnected. Default: the fixed upstream behaviour",
+    )
+    parser.add_argument(
+        "--pod-resources-socket",
+        type=Path,
+        metavar="PATH",
+        help="serve the pod-resources API v1 here (default: <socket dir>/../pod-resources/kubelet.sock)",
+    )
+    parser.add_argument("--no-pod-resources", action="store_true", help="do not serve the pod-resources API")
+    parser.add_argument(
+        "--topology-manager-policy",
+        choices=("none", "best-effort", "restricted", "single-numa-node"),
+        default="none",
+        help="the topology manager's policy for device NUMA alignment (default: none)",
+    )
+    parser.add_argument(
+        "--dial-timeout",
+        type=_seconds,
+        default=constants.DIAL_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long Register waits to connect to the plugin's socket (kubelet: 10)",
+    )
+    parser.add_argument(
+        "--pre-start-timeout",
+        type=_seconds,
+        default=constants.PRE_START_CONTAINER_TIMEOUT_S,
+        metavar="SECONDS",
+        help="deadline of PreStartContainer (kubelet: 30)",
+    )
+    return parser
+
+
+def _client_parser(command: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"kubegpu kubelet {command}")
+    _socket_dir_arg(parser)
+    if command == "admit":
+        parser.description = "Admit a Pod manifest and print each container's runtime options."
+        parser.add_argument("manifest", type=Path, metavar="POD.yaml", help="a Pod manifest (YAML or JSON)")
+    elif command == "delete":
+        parser.description = "Delete an admitted pod; its devices are released."
+        parser.add_argument("target", metavar="NAMESPACE/NAME", help="the pod (NAME alone means namespace default)")
+    elif command == "status":
+        parser.description = "Capacity, allocatable, devices with health and NUMA, and allocations."
+    else:
+        parser.description = "Print state-change events as they happen, one JSON object per line (Ctrl-C ends)."
+    if command != "watch":
+        parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.add_argument("--timeout", type=_seconds, default=60.0, metavar="SECONDS", help="give up after this long")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] in CLIENT_COMMANDS:
+        return _client(argv[0], argv[1:])
+    args = _daemon_parser().parse_args(argv)
+    return _run_daemon(args)
+
+
+def _run_daemon(args: argparse.Namespace) -> int:
+    from kubegpu.kubelet import daemon, errors
+
+    options = daemon.Options(
+        socket_dir=args.socket_dir,
+        grace_period=args.grace_period,
+        reregistration_race=args.reproduce_reregistration_race,
+        pod_resources_socket=args.pod_resources_socket,
+        serve_pod_resources=not args.no_pod_resources,
+        dial_timeout=args.dial_timeout,
+        pre_start_timeout=args.pre_start_timeout,
+        topology_policy=args.topology_manager_policy,
+    )
+
+    async def run() -> None:
+        await daemon.Daemon(options).run()
+
+    try:
+        asyncio.run(run())
+    except errors.KubeletError as exc:
+        print(f"kubegpu kubelet: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _client(command: str, argv: list[str]) -> int:
+    from kubegpu.kubelet import client, errors, render
+
+    parser = _client_parser(command)
+    args = parser.parse_args(argv)
+    try:
+        if command == "admit":
+            try:
+                result = client.admit(args.manifest, args.socket_dir, timeout=args.timeout)
+            except errors.PodManifestError as exc:
+                parser.error(str(exc))
+            _print(result, args.json, render.admitted)
+        elif command == "delete":
+            try:
+                client.split_target(args.target)
+            except ValueError as exc:
+                parser.error(str(exc))
+            result = client.delete(args.target, args.socket_dir, timeout=args.timeout)
+            if args.json:
+                print(json.dumps(result, indent=2))
+            else:
+                ref = result["deleted"]
+                freed = [
+                    f"{r}: {', '.join(ids)}" for held in result["freed"].values() for r, ids in held.items() if ids
+                ]
+                print(
+                    f"pod {ref['namespace']}/{ref['name']} deleted" + (f"; freed {'; '.join(freed)}" if freed else "")
+                )
+        elif command == "status":
+            _print(client.status(args.socket_dir, timeout=args.timeout), args.json, render.status)
+        else:
+            return _watch(args.socket_dir)
+    except errors.KubeletUnavailable as exc:
+        print(f"kubegpu kubelet {command}: {exc}", file=sys.stderr)
+        return 1
+    except errors.ControlError as exc:
+        if exc.is_bad_input:
+            parser.error(exc.message)
+        if command == "admit" and exc.reason == "CreateContainerConfigError" and getattr(args, "json", False):
+            print(json.dumps(exc.detail, indent=2))
+        print(f"kubegpu kubelet {command}: {exc.reason}: {exc.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print(result: Any, as_json: bool, table: Any) -> None:
+    print(json.dumps(result, indent=2) if as_json else table(result))
+
+
+def _watch(socket_dir: Path) -> int:
+    from kubegpu.kubelet import client
+
+    try:
+        with client.watch(socket_dir) as events:
+            for event in events:
+                print(json.dumps(event), flush=True)
+    except KeyboardInterrupt:
+        return 0
+    return 0
