@@ -46,7 +46,7 @@ async def test_a_collection_renders_every_gpu_and_the_exporter_stats(tmp_path: P
     assert out.named("kubegpu_exporter_last_collect_timestamp_seconds")[0].value > 0
     assert out.named("kubegpu_exporter_pod_resources_up") == []
     assert collector.health_problem is None
-    assert gzip.decompress(collector.gzipped()) == collector.page.body
+    assert gzip.decompress(collector.page.gzipped) == collector.page.body
 
 
 async def test_pages_follow_the_fault_journal(tmp_path: Path) -> None:

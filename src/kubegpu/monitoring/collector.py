@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from kubegpu.gpu.backend import GpuBackend
 from kubegpu.gpu.model import Machine
+from kubegpu.gpu.telemetry import MachineSample
 from kubegpu.monitoring import attribution, render
 from kubegpu.monitoring.counters import CounterSet
 from kubegpu.monitoring.podresources import PodResourcesClient, PodResourcesUnavailable
@@ -32,9 +33,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Page:
-    """One rendered ``/metrics`` page; ``gzipped`` is filled on the first gzip scrape."""
+    """One rendered ``/metrics`` page, plain and gzip-compressed (both made before it is served)."""
 
     body: bytes
+    gzipped: bytes
     generation: int
 
 
@@ -74,20 +76,12 @@ class Collector:
         self._duration = 0.0
         self._pods_up: bool | None = None if pods is None else False
         self._unresolved: tuple[str, ...] = ()
-        self._page = Page(body=b"", generation=0)
-        self._gzipped: tuple[int, bytes] = (-1, b"")
+        self._page = Page(body=b"", gzipped=gzip.compress(b""), generation=0)
         self.health_problem: str | None = "no collection yet"
 
     @property
     def page(self) -> Page:
         return self._page
-
-    def gzipped(self) -> bytes:
-        """The current page gzip-compressed, compressed once per generation."""
-        page = self._page
-        if self._gzipped[0] != page.generation:
-            self._gzipped = (page.generation, gzip.compress(page.body, compresslevel=1))
-        return self._gzipped[1]
 
     async def collect_once(self) -> None:
         """Sample, attribute and render; never raises for a backend or kubelet failure."""
@@ -98,7 +92,7 @@ class Collector:
             self._errors += 1
             self.health_problem = f"telemetry read failed: {exc}"
             log.error("telemetry read failed", extra={"backend": self._backend.name, "error": str(exc)})
-            self._publish()
+            await self._publish(None)
             return
         holders = attribution.EMPTY
         if self._pods is not None:
@@ -120,20 +114,32 @@ class Collector:
                             "device IDs not on this machine", extra={"device_ids": ",".join(holders.unresolved)}
                         )
         self._duration = time.monotonic() - started
-        self._dcgm_text = render.render_sample(self._entities, self._counters, sample, holders)
         self._last_ok = self._clock()
         self.health_problem = None
-        self._publish()
+        await self._publish((sample, holders))
 
-    def _publish(self) -> None:
+    async def _publish(self, fresh: tuple[MachineSample, attribution.Attribution] | None) -> None:
+        """Render (when there is a fresh sample) and compress in a worker thread.
+
+        Rendering 64 MIG devices takes milliseconds; off the event loop, scrapes keep being answered
+        meanwhile from the previous page.
+        """
         stats = render.ExporterStats(
             last_collect_timestamp=self._last_ok,
             collect_duration_s=round(self._duration, 6),
             collect_errors_total=self._errors,
             pod_resources_up=self._pods_up,
         )
+        generation = self._page.generation + 1
+        self._page = await asyncio.to_thread(self._build, fresh, stats, generation)
+
+    def _build(
+        self, fresh: tuple[MachineSample, attribution.Attribution] | None, stats: render.ExporterStats, generation: int
+    ) -> Page:
+        if fresh is not None:
+            self._dcgm_text = render.render_sample(self._entities, self._counters, *fresh)
         body = (self._dcgm_text + render.render_stats(stats)).encode()
-        self._page = Page(body=body, generation=self._page.generation + 1)
+        return Page(body=body, gzipped=gzip.compress(body, compresslevel=1), generation=generation)
 
     async def run(self, interval_s: float, stop: asyncio.Event) -> None:
         """Collect every ``interval_s`` seconds (start to start) until ``stop`` is set.

@@ -129,7 +129,7 @@ class Endpoint:
             if accepts_gzip:
                 gz = "Content-Encoding: gzip\r\n"
                 return _response(
-                    200, self._collector.gzipped(), CONTENT_TYPE, head=head, keep_alive=keep_alive, extra=gz
+                    200, self._collector.page.gzipped, CONTENT_TYPE, head=head, keep_alive=keep_alive, extra=gz
                 )
             return _response(200, self._collector.page.body, CONTENT_TYPE, head=head, keep_alive=keep_alive)
         if path == "/health":
