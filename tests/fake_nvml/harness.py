@@ -21,12 +21,13 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kubegpu.gpu import profiles
 from kubegpu.gpu.model import Machine
-from kubegpu.gpu.nvml import decode
+from kubegpu.gpu.nvml import NvmlBackend, decode
 
 FAKE_DIR = Path(__file__).resolve().parent
 SOURCES = ("api.c", "state.c", "json.c", "json.h", "fake.h", "nvml_abi.h", "build.sh")
@@ -148,3 +149,7 @@ def stage(root: Path, machine: Machine | str, lib: Path | None = None) -> FakeNo
     dmi.mkdir(parents=True, exist_ok=True)
     (dmi / "product_name").write_text(f"{machine.machine_type}\n")
     return node
+
+
+#: The ``nvml_machine`` fixture: stage a machine (profile name or Machine) and open a backend on it.
+OpenMachine = Callable[..., tuple[FakeNode, NvmlBackend]]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -86,18 +87,27 @@ class NvmlBackend:
                 self._watcher.start()
             return self._watcher
 
-    async def health_events(self) -> AsyncIterator[HealthEvent]:
-        """Lasting conditions first (lost GPUs, GPUs whose events cannot be watched), then live events."""
-        inventory = await asyncio.to_thread(self._current)
-        watcher = self._ensure_watcher(inventory)
+    def health_events(self) -> AsyncIterator[HealthEvent]:
+        """Lasting conditions first (lost GPUs, GPUs whose events cannot be watched), then live events.
+
+        Call it from the event loop that will consume the events. It subscribes at
+        once (starting NVML and the watcher if needed), so every event NVML reports
+        after this call returns reaches the iterator.
+        """
+        watcher = self._ensure_watcher(self._current())
         queue: asyncio.Queue[HealthEvent] = asyncio.Queue()
-        for event in watcher.subscribe(asyncio.get_running_loop(), queue):
+        initial = watcher.subscribe(asyncio.get_running_loop(), queue)
+        stream = self._stream(initial, queue)
+        # A stream dropped without being iterated to the end still lets go of its subscription.
+        weakref.finalize(stream, watcher.unsubscribe, queue)
+        return stream
+
+    @staticmethod
+    async def _stream(initial: list[HealthEvent], queue: asyncio.Queue[HealthEvent]) -> AsyncIterator[HealthEvent]:
+        for event in initial:
             yield event
-        try:
-            while True:
-                yield await queue.get()
-        finally:
-            watcher.unsubscribe(queue)
+        while True:
+            yield await queue.get()
 
     def sample(self) -> MachineSample:
         inventory = self._current()

@@ -57,12 +57,16 @@ class EventWatcher:
         self._unwatched: dict[str, HealthEvent] = {}
         self._last_xid: dict[str, int] = {}
         self._stop = threading.Event()
+        self._armed = threading.Event()
         self._thread = threading.Thread(target=self._run, name="nvml-events", daemon=True)
 
     # --- the asyncio side -------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, timeout: float = 10.0) -> None:
+        """Start the thread and wait (at most ``timeout`` seconds) until the first event set is
+        registered, so that every event NVML reports after this returns is seen."""
         self._thread.start()
+        self._armed.wait(timeout)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Ask the thread to end and wait for it (at most ``timeout`` seconds)."""
@@ -148,7 +152,7 @@ class EventWatcher:
                 elif exc.value == decode.ERROR_GPU_IS_LOST:
                     self._publish(HealthEvent(HealthEventKind.LOST, uuid, message="NVML: GPU is lost"))
                 elif uuid not in self._unwatched:
-                    message = f"NVML: cannot watch health events: {exc}"
+                    message = f"NVML: cannot watch health events: {exc} (NVML error {exc.value})"
                     self._publish(HealthEvent(HealthEventKind.WAIT_ERROR, uuid, message=message))
         return event_set
 
@@ -189,7 +193,10 @@ class EventWatcher:
         while not self._stop.is_set():
             try:
                 if event_set is None:
-                    event_set = self._arm()
+                    try:
+                        event_set = self._arm()
+                    finally:
+                        self._armed.set()
                 data = pynvml.nvmlEventSetWait(event_set, self._wait_ms)
             except pynvml.NVMLError as exc:
                 if exc.value == decode.ERROR_TIMEOUT:
@@ -202,7 +209,7 @@ class EventWatcher:
                         event_set = None  # rebuilt without the lost GPU
                         continue
                 # Like NVIDIA's plugin: every device is suspect, and the same set is waited on again.
-                message = f"NVML: waiting for events failed: {exc}"
+                message = f"NVML: waiting for events failed: {exc} (NVML error {exc.value})"
                 self._publish(HealthEvent(HealthEventKind.WAIT_ERROR, None, message=message))
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
