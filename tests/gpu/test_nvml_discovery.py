@@ -118,3 +118,13 @@ def test_driver_and_cuda_versions_are_nvml_s(nvml_machine: OpenMachine) -> None:
     machine = backend.discover()
     assert (machine.driver_version, machine.cuda_driver_version) == ("560.35.03", "12.6")
     assert backend.name.startswith("nvml:") and backend.name.endswith("libnvidia-ml.so.1")
+
+
+def test_the_sysfs_root_defaults_to_the_environment_then_to_slash_sys(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubegpu.gpu.nvml import NvmlBackend
+
+    monkeypatch.delenv("KUBEGPU_SYSFS_ROOT", raising=False)
+    assert NvmlBackend().sysfs_root == "/sys"
+    monkeypatch.setenv("KUBEGPU_SYSFS_ROOT", "/host/sys")
+    assert NvmlBackend().sysfs_root == "/host/sys"
+    assert NvmlBackend(sysfs_root="/elsewhere").sysfs_root == "/elsewhere"

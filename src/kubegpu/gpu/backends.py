@@ -17,9 +17,11 @@ def open_backend(
     fault_file: Path | None = None,
     driver_root: str = "/",
     container_driver_root: str = "/driver-root",
-    sysfs_root: str = "/sys",
+    sysfs_root: str | None = None,
 ) -> GpuBackend:
     """A simulated backend for profile ``machine``, or the NVML backend when ``machine`` is None.
+
+    ``sysfs_root`` None means ``$KUBEGPU_SYSFS_ROOT``, else ``/sys`` (see ``NvmlBackend``).
 
     Raises ``errors.ProfileError`` for an unknown profile; NVML problems surface
     from ``discover()`` as ``errors.NvmlUnavailable``.

@@ -54,7 +54,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--container-driver-root", default="/driver-root", help="driver root inside a container (default /driver-root)"
     )
-    parser.add_argument("--sysfs-root", default="/sys", help="where sysfs is mounted (default /sys)")
+    parser.add_argument(
+        "--sysfs-root", default=None, help="where sysfs is mounted (default $KUBEGPU_SYSFS_ROOT or /sys)"
+    )
     parser.add_argument("--json", action="store_true", help="print the canonical machine JSON instead")
     parser.add_argument("--sample", action="store_true", help="also print one telemetry sample as JSON lines")
     args = parser.parse_args(argv)

@@ -11,6 +11,7 @@ stops the watcher before shutting NVML down. Must not contain health policy.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 import weakref
@@ -24,6 +25,9 @@ from kubegpu.gpu.nvml import telemetry as nvml_telemetry
 from kubegpu.gpu.nvml.events import EventWatcher
 from kubegpu.gpu.telemetry import MachineSample
 
+#: Environment variable naming the sysfs mount when the caller does not pass one.
+SYSFS_ROOT_ENV = "KUBEGPU_SYSFS_ROOT"
+
 
 class NvmlBackend:
     """GPUs as NVML reports them.
@@ -32,7 +36,8 @@ class NvmlBackend:
         driver_root: host path of the driver installation (``--driver-root``).
         container_driver_root: where the driver root is mounted in the plugin container
             (``--container-driver-root``); searched first.
-        sysfs_root: where sysfs is mounted (NUMA nodes, PCI classes, DMI product name).
+        sysfs_root: where sysfs is mounted (NUMA nodes, PCI classes, DMI product name); None means
+            ``$KUBEGPU_SYSFS_ROOT`` when set (a container that mounts the host's sysfs elsewhere), else ``/sys``.
         wait_ms: how long one event wait blocks; bounds how long ``close()`` waits for the watcher.
     """
 
@@ -40,12 +45,12 @@ class NvmlBackend:
         self,
         driver_root: str = "/",
         container_driver_root: str = "/driver-root",
-        sysfs_root: str = "/sys",
+        sysfs_root: str | None = None,
         wait_ms: int = 250,
     ) -> None:
         self.driver_root = driver_root
         self.container_driver_root = container_driver_root
-        self.sysfs_root = sysfs_root
+        self.sysfs_root = sysfs_root if sysfs_root is not None else os.environ.get(SYSFS_ROOT_ENV) or "/sys"
         self._wait_ms = wait_ms
         self._lock = threading.RLock()
         self._session: library.Session | None = None
