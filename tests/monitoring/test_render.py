@@ -241,3 +241,24 @@ def test_exporter_stats_report_pod_resources_only_when_attribution_is_on(up: boo
     assert bool(out.named("kubegpu_exporter_pod_resources_up")) is present
     if present:
         assert out.named("kubegpu_exporter_pod_resources_up")[0].value == (1.0 if up else 0.0)
+
+
+_MIG = profiles.load("a100-mig")
+_MIG_SAMPLE = SimulatedBackend(_MIG, fault_file=Path("/nonexistent/faults.jsonl"), clock=lambda: NOW).sample()
+_MIG_UUIDS = [g.uuid for g in _MIG.gpus] + [m.uuid for m in _MIG.mig_devices()]
+
+
+@settings(deadline=None, max_examples=30)
+@given(
+    holdings=st.lists(
+        st.tuples(st.sampled_from(_MIG_UUIDS), st.sampled_from(["a", "b"]), st.sampled_from(["x", "y"])), max_size=12
+    )
+)
+def test_no_two_series_share_a_name_and_label_set(holdings: list[tuple[str, str, str]]) -> None:
+    holders: dict[str, set[PodRef]] = {}
+    for uuid, pod, container in holdings:
+        holders.setdefault(uuid, set()).add(PodRef("ns", pod, container))
+    attribution_ = Attribution(holders={k: tuple(sorted(v)) for k, v in holders.items()})
+    out = rendered(_MIG, _MIG_SAMPLE, attribution_)
+    keys = [(s.name, tuple(sorted(s.labels.items()))) for s in out.samples]
+    assert len(keys) == len(set(keys))
