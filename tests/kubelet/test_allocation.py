@@ -41,15 +41,27 @@ def request(required: int, **kw: object) -> Request:
 @pytest.mark.parametrize(
     ("req", "message"),
     [
-        (request(2, existing=frozenset({"d0"})), 'pod "uid-1" container "c" changed request for resource "example.com/gpu" from 1 to 2'),
+        (
+            request(2, existing=frozenset({"d0"})),
+            'pod "uid-1" container "c" changed request for resource "example.com/gpu" from 1 to 2',
+        ),
         (request(1, registered=False), "cannot allocate unregistered device example.com/gpu"),
-        (request(1, devices=ResourceDevices()), "no healthy devices present; cannot allocate unhealthy devices example.com/gpu"),
-        (request(1, devices=state(4, unhealthy=[0, 1, 2, 3])), "no healthy devices present; cannot allocate unhealthy devices"),
+        (
+            request(1, devices=ResourceDevices()),
+            "no healthy devices present; cannot allocate unhealthy devices example.com/gpu",
+        ),
+        (
+            request(1, devices=state(4, unhealthy=[0, 1, 2, 3])),
+            "no healthy devices present; cannot allocate unhealthy devices",
+        ),
         (
             request(1, existing=frozenset({"d1"}), devices=state(4, unhealthy=[1])),
             "previously allocated devices are no longer healthy; cannot allocate unhealthy devices example.com/gpu",
         ),
-        (request(9, devices=state(8)), "requested number of devices unavailable for example.com/gpu. Requested: 9, Available: 8"),
+        (
+            request(9, devices=state(8)),
+            "requested number of devices unavailable for example.com/gpu. Requested: 9, Available: 8",
+        ),
         (request(3, in_use=frozenset({"d0", "d1"})), "Requested: 3, Available: 2"),
         (request(2, devices=state(4, unhealthy=[0, 1, 2])), "Requested: 2, Available: 1"),
         (request(3, reusable=("d0",), in_use=frozenset({"d0", "d1", "d2"})), "Requested: 2, Available: 1"),
@@ -112,10 +124,17 @@ def test_reuse_alone_can_satisfy_a_request_without_asking_the_plugin() -> None:
         (["d2", "d3", "d0"], ("d2", "d3")),
         (["d1"], ("d0", "d2")),
     ],
-    ids=["no-answer-fills-in-listing-order", "short-answer-is-filled", "unknown-and-duplicate-ids-ignored",
-         "long-answer-truncated", "in-use-device-in-answer-ignored"],
+    ids=[
+        "no-answer-fills-in-listing-order",
+        "short-answer-is-filled",
+        "unknown-and-duplicate-ids-ignored",
+        "long-answer-truncated",
+        "in-use-device-in-answer-ignored",
+    ],
 )
-def test_the_answer_is_intersected_with_what_was_offered_and_filled_up(answer: list[str], chosen: tuple[str, ...]) -> None:
+def test_the_answer_is_intersected_with_what_was_offered_and_filled_up(
+    answer: list[str], chosen: tuple[str, ...]
+) -> None:
     plan = allocation.plan(request(2, in_use=frozenset({"d1"})))
     assert plan is not None
     assert allocation.complete(plan, answer) == chosen
@@ -143,7 +162,12 @@ def test_when_aligned_devices_do_not_suffice_they_are_all_taken_then_the_rest_is
 
 def test_split_by_affinity_puts_a_multi_numa_device_in_the_group_of_its_first_ranked_node() -> None:
     devs = ResourceDevices.from_snapshot(
-        [Device("a", "Healthy", (0, 1)), Device("b", "Healthy", (1,)), Device("c", "Healthy", (0,)), Device("d", "Healthy")]
+        [
+            Device("a", "Healthy", (0, 1)),
+            Device("b", "Healthy", (1,)),
+            Device("c", "Healthy", (0,)),
+            Device("d", "Healthy"),
+        ]
     )
     aligned, unaligned, without = allocation.split_by_affinity(devs, ["a", "b", "c", "d"], frozenset({1}))
     assert (aligned, unaligned, without) == (["a", "b"], ["c"], ["d"])
@@ -152,7 +176,9 @@ def test_split_by_affinity_puts_a_multi_numa_device_in_the_group_of_its_first_ra
 
 def test_an_impossible_completion_reports_what_it_got() -> None:
     plan = allocation.Plan(R, 3, ("d0",), 2, PreferredQuery(("d0",), ("d0",), 3), (), ())
-    with pytest.raises(errors.AllocationError, match="unexpectedly allocated less resources than required. Requested: 3, Got: 1"):
+    with pytest.raises(
+        errors.AllocationError, match="unexpectedly allocated less resources than required. Requested: 3, Got: 1"
+    ):
         allocation.complete(plan)
 
 

@@ -17,9 +17,7 @@ RESP = api_pb2.ContainerAllocateResponse(envs={"NVIDIA_VISIBLE_DEVICES": "GPU-1"
 
 def sample() -> checkpoint.Checkpoint:
     return checkpoint.Checkpoint(
-        entries=(
-            checkpoint.Entry("uid-1", "main", "nvidia.com/gpu", {10: ["g10"], -1: ["x"], 2: ["g2", "g3"]}, RESP),
-        ),
+        entries=(checkpoint.Entry("uid-1", "main", "nvidia.com/gpu", {10: ["g10"], -1: ["x"], 2: ["g2", "g3"]}, RESP),),
         registered={"nvidia.com/gpu": ["g2", "g3", "g10"], "example.com/a": []},
     )
 
@@ -32,7 +30,12 @@ def test_the_file_has_the_kubelets_field_names_and_nesting() -> None:
     assert list(entry) == ["PodUID", "ContainerName", "ResourceName", "DeviceIDs", "AllocResp"]
     # NUMA ids are string keys, sorted as strings like Go's encoding/json does.
     assert list(entry["DeviceIDs"]) == ["-1", "10", "2"]
-    assert api_pb2.ContainerAllocateResponse.FromString(base64.b64decode(entry["AllocResp"])).envs["NVIDIA_VISIBLE_DEVICES"] == "GPU-1"
+    assert (
+        api_pb2.ContainerAllocateResponse.FromString(base64.b64decode(entry["AllocResp"])).envs[
+            "NVIDIA_VISIBLE_DEVICES"
+        ]
+        == "GPU-1"
+    )
     assert doc["Data"]["RegisteredDevices"] == {"example.com/a": [], "nvidia.com/gpu": ["g2", "g3", "g10"]}
     assert isinstance(doc["Checksum"], int)
 
@@ -89,7 +92,9 @@ ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size
     ),
     registered=st.dictionaries(ids, st.lists(ids, max_size=4), max_size=3),
 )
-def test_encode_then_decode_gives_the_same_checkpoint(entries: list[checkpoint.Entry], registered: dict[str, list[str]]) -> None:
+def test_encode_then_decode_gives_the_same_checkpoint(
+    entries: list[checkpoint.Entry], registered: dict[str, list[str]]
+) -> None:
     cp = checkpoint.Checkpoint(tuple(entries), registered)
     again = checkpoint.decode(checkpoint.encode(cp))
     assert again.entries == tuple(

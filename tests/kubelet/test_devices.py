@@ -23,7 +23,14 @@ def snap(*health: str) -> ResourceDevices:
         (("HEALTHY", "Healthy "), 2, 0),
         ((), 0, 0),
     ],
-    ids=["all-healthy", "one-unhealthy-verified", "lower-case", "empty-string", "upper-and-trailing-space", "empty-list"],
+    ids=[
+        "all-healthy",
+        "one-unhealthy-verified",
+        "lower-case",
+        "empty-string",
+        "upper-and-trailing-space",
+        "empty-list",
+    ],
 )
 def test_only_exactly_healthy_counts_as_allocatable(health: tuple[str, ...], capacity: int, allocatable: int) -> None:
     state = snap(*health)
@@ -43,8 +50,12 @@ def test_devices_are_ordered_as_the_plugin_lists_them_and_unknown_ids_go_last() 
 
 
 def test_topology_alignment_needs_one_device_with_a_numa_node() -> None:
-    assert not ResourceDevices.from_snapshot([Device("a", "Healthy"), Device("b", "Healthy", ())]).has_topology_alignment()
-    assert ResourceDevices.from_snapshot([Device("a", "Healthy"), Device("b", "Healthy", (1,))]).has_topology_alignment()
+    assert not ResourceDevices.from_snapshot(
+        [Device("a", "Healthy"), Device("b", "Healthy", ())]
+    ).has_topology_alignment()
+    assert ResourceDevices.from_snapshot(
+        [Device("a", "Healthy"), Device("b", "Healthy", (1,))]
+    ).has_topology_alignment()
 
 
 @given(st.lists(st.tuples(st.sampled_from("abcdef"), st.sampled_from(["Healthy", "Unhealthy", "healthy", ""]))))

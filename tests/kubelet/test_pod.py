@@ -51,7 +51,10 @@ def test_init_containers_come_first_and_restart_policy_always_makes_a_sidecar() 
         ({**manifest([gpu(1)]), "metadata": {}}, "metadata.name: Required value"),
         ({**manifest([gpu(1)]), "spec": {"containers": []}}, "spec.containers: Required value"),
         (manifest([{"resources": {}}]), "spec.containers[0].name: Required value"),
-        (manifest([gpu("1.5")]), 'spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "1.5": must be an integer'),
+        (
+            manifest([gpu("1.5")]),
+            'spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "1.5": must be an integer',
+        ),
         (manifest([gpu("500m")]), "must be an integer"),
         (manifest([gpu(-1)]), "must be greater than or equal to 0"),
         (manifest([gpu("two")]), "spec.containers[0].resources.limits[nvidia.com/gpu]: 'two' is not a quantity"),
@@ -61,8 +64,10 @@ def test_init_containers_come_first_and_restart_policy_always_makes_a_sidecar() 
         (manifest([gpu(1, restartPolicy="Always")]), "may not be set for non-init containers"),
         (manifest([gpu(1)], init=[gpu(1, "i", restartPolicy="OnFailure")]), 'Unsupported value: "OnFailure"'),
         (
-            manifest([{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}, "requests": {"nvidia.com/gpu": 2}}}]),
-            "requests[nvidia.com/gpu]: Invalid value: \"2\": must be equal to nvidia.com/gpu limit of 1",
+            manifest(
+                [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}, "requests": {"nvidia.com/gpu": 2}}}]
+            ),
+            'requests[nvidia.com/gpu]: Invalid value: "2": must be equal to nvidia.com/gpu limit of 1',
         ),
         (
             manifest([{"name": "c", "resources": {"requests": {"nvidia.com/gpu": 2}}}]),
@@ -99,8 +104,17 @@ def test_invalid_manifests_are_rejected_naming_the_field(doc: object, message: s
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [(2, Fraction(2)), ("2", Fraction(2)), ("1k", Fraction(1000)), ("1Ki", Fraction(1024)), ("500m", Fraction(1, 2)),
-     ("2.0", Fraction(2)), (2.0, Fraction(2)), ("1e3", Fraction(1000)), ("+3", Fraction(3))],
+    [
+        (2, Fraction(2)),
+        ("2", Fraction(2)),
+        ("1k", Fraction(1000)),
+        ("1Ki", Fraction(1024)),
+        ("500m", Fraction(1, 2)),
+        ("2.0", Fraction(2)),
+        (2.0, Fraction(2)),
+        ("1e3", Fraction(1000)),
+        ("+3", Fraction(3)),
+    ],
     ids=["int", "string", "kilo", "kibi", "milli", "decimal", "float", "exponent", "plus-sign"],
 )
 def test_quantities_parse_like_kubernetes(text: object, value: Fraction) -> None:
@@ -113,5 +127,7 @@ def test_requests_equal_to_limits_and_integral_decimals_are_accepted() -> None:
 
 
 def test_the_stored_manifest_parses_back_to_the_same_pod() -> None:
-    p = pod.parse(manifest([gpu(2, "app")], init=[gpu(1, "i"), gpu(1, "s", restartPolicy="Always")], uid="u", namespace="ml"))
+    p = pod.parse(
+        manifest([gpu(2, "app")], init=[gpu(1, "i"), gpu(1, "s", restartPolicy="Always")], uid="u", namespace="ml")
+    )
     assert pod.parse(p.to_manifest()) == p

@@ -41,7 +41,13 @@ def test_plugin_resource_names_are_extended(name: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "native"),
-    [("cpu", True), ("memory", True), ("kubernetes.io/x", True), ("a.kubernetes.io/x", True), ("nvidia.com/gpu", False)],
+    [
+        ("cpu", True),
+        ("memory", True),
+        ("kubernetes.io/x", True),
+        ("a.kubernetes.io/x", True),
+        ("nvidia.com/gpu", False),
+    ],
     ids=["cpu", "memory", "kubernetes-io", "kubernetes-io-subdomain", "nvidia"],
 )
 def test_native_resources_are_unprefixed_or_in_kubernetes_io(name: str, native: bool) -> None:

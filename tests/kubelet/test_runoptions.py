@@ -18,7 +18,9 @@ def test_one_response_becomes_the_containers_options() -> None:
                 resp(
                     envs={"NVIDIA_VISIBLE_DEVICES": "GPU-a"},
                     mounts=[api_pb2.Mount(container_path="/lib", host_path="/host/lib", read_only=True)],
-                    devices=[api_pb2.DeviceSpec(container_path="/dev/nvidia0", host_path="/dev/nvidia0", permissions="rwm")],
+                    devices=[
+                        api_pb2.DeviceSpec(container_path="/dev/nvidia0", host_path="/dev/nvidia0", permissions="rwm")
+                    ],
                     annotations={"a": "1"},
                     cdi_devices=[api_pb2.CDIDevice(name="nvidia.com/gpu=0")],
                 ),
@@ -28,7 +30,13 @@ def test_one_response_becomes_the_containers_options() -> None:
     assert opts.to_json() == {
         "envs": {"NVIDIA_VISIBLE_DEVICES": "GPU-a"},
         "mounts": [
-            {"name": "/lib", "container_path": "/lib", "host_path": "/host/lib", "read_only": True, "selinux_relabel": False}
+            {
+                "name": "/lib",
+                "container_path": "/lib",
+                "host_path": "/host/lib",
+                "read_only": True,
+                "selinux_relabel": False,
+            }
         ],
         "devices": [{"container_path": "/dev/nvidia0", "host_path": "/dev/nvidia0", "permissions": "rwm"}],
         "annotations": {"a": "1"},

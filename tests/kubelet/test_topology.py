@@ -44,11 +44,21 @@ def test_preference_is_the_smallest_mask_that_could_ever_hold_the_request() -> N
         ("none", {"r": []}, Hint(None, True), True),
         ("best-effort", {"r": [Hint(frozenset({0, 1}), False)]}, Hint(frozenset({0, 1}), False), True),
         ("restricted", {"r": [Hint(frozenset({0, 1}), False)]}, Hint(frozenset({0, 1}), False), False),
-        ("restricted", {"r": [Hint(frozenset({1}), True), Hint(frozenset({0, 1}), False)]}, Hint(frozenset({1}), True), True),
+        (
+            "restricted",
+            {"r": [Hint(frozenset({1}), True), Hint(frozenset({0, 1}), False)]},
+            Hint(frozenset({1}), True),
+            True,
+        ),
         ("restricted", {"r": []}, Hint(frozenset({0, 1}), False), False),
         ("restricted", {"r": None}, Hint(frozenset({0, 1}), True), True),
         ("single-numa-node", {"r": [Hint(frozenset({0, 1}), True)]}, Hint(None, False), False),
-        ("single-numa-node", {"r": [Hint(frozenset({0}), True), Hint(frozenset({1}), True)]}, Hint(frozenset({0}), True), True),
+        (
+            "single-numa-node",
+            {"r": [Hint(frozenset({0}), True), Hint(frozenset({1}), True)]},
+            Hint(frozenset({0}), True),
+            True,
+        ),
         ("single-numa-node", {"r": None}, Hint(None, True), True),
         (
             "best-effort",

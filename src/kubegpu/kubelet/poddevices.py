@@ -29,9 +29,13 @@ class Allocation:
 
     @property
     def ids(self) -> list[str]:
+        """Every device once: NUMA groups in ascending order (-1 first), allocation order within a group.
+
+        The checkpoint keeps only the groups, so this order is the same before and after a restart.
+        """
         seen: dict[str, None] = {}
-        for ids in self.numa.values():
-            seen.update(dict.fromkeys(ids))
+        for node in sorted(self.numa):
+            seen.update(dict.fromkeys(self.numa[node]))
         return list(seen)
 
 

@@ -64,17 +64,11 @@ class PodResourcesServer(api_pb2_grpc.PodResourcesListerServicer):
     def container_resources(self, pod: Pod, container: str) -> api_pb2.ContainerResources:
         devices: list[api_pb2.ContainerDevices] = []
         for resource, alloc in self.node.manager.container_allocations(pod.uid, container).items():
-            # The kubelet's getContainerDevices: a device filed under NUMA ids gets those as
-            # its topology; one filed under -1 only has none.
-            nodes: dict[str, list[int] | None] = {}
-            for numa, ids in alloc.numa.items():
-                for device_id in ids:
-                    if numa == NO_TOPOLOGY:
-                        nodes.setdefault(device_id, None)
-                    else:
-                        nodes[device_id] = [*(nodes.get(device_id) or []), numa]
-            for device_id, numa_nodes in nodes.items():
-                devices.extend(_container_devices(resource, device_id, numa_nodes))
+            # The kubelet's getContainerDevices: a device filed under NUMA ids gets those as its
+            # topology, one filed only under -1 gets none. Devices in allocation order, nodes ascending.
+            for device_id in alloc.ids:
+                nodes = sorted(n for n, ids in alloc.numa.items() if n != NO_TOPOLOGY and device_id in ids)
+                devices.extend(_container_devices(resource, device_id, nodes or None))
         return api_pb2.ContainerResources(name=container, devices=devices)
 
     def pod_resources(self, pod: Pod) -> api_pb2.PodResources:
