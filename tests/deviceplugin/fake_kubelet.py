@@ -59,11 +59,16 @@ class FakeKubelet:
 
     ``reject``: when set, every Register fails with this message (gRPC UNKNOWN, as the kubelet does).
     ``dial_timeout``: how long Register waits for the plugin's socket to answer (the kubelet: 10 s).
+    ``hang``: Register never answers (a wedged kubelet).
     """
 
-    def __init__(self, socket_dir: Path, reject: str | None = None, dial_timeout: float = 10.0) -> None:
+    def __init__(
+        self, socket_dir: Path, reject: str | None = None, dial_timeout: float = 10.0, hang: bool = False
+    ) -> None:
         self.socket_dir = socket_dir
         self.dial_timeout = dial_timeout
+        self.hang = hang
+        self.register_calls = 0
         self.socket = socket_dir / constants.KUBELET_SOCKET_NAME
         self.reject = reject
         self.registrations: list[Registered] = []
@@ -109,6 +114,9 @@ class FakeKubelet:
         await self.start()
 
     async def _register(self, request: api_pb2.RegisterRequest, context: grpc.aio.ServicerContext) -> api_pb2.Empty:
+        self.register_calls += 1
+        if self.hang:
+            await asyncio.Event().wait()
         if request.version != constants.VERSION:
             await context.abort(
                 grpc.StatusCode.UNKNOWN,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -172,6 +173,44 @@ async def test_a_rejected_registration_is_retried_after_the_retry_interval(
         assert not (sock_dir / "nvidia-gpu.sock").exists()
         kubelet.reject = None
         await kubelet.wait_registrations(1, DEADLINE_S)
+    finally:
+        await kubelet.stop()
+
+
+async def test_a_dead_kubelet_socket_is_retried_quietly_until_a_live_kubelet_takes_its_place(
+    sock_dir: Path, start: Callable[..., Running], caplog: pytest.LogCaptureFixture
+) -> None:
+    dead = socket.socket(socket.AF_UNIX)
+    dead.bind(str(sock_dir / "kubelet.sock"))
+    dead.close()  # the file stays, nobody answers: a kubelet that died without cleaning up
+    with caplog.at_level(logging.WARNING, logger="kubegpu.deviceplugin.supervisor"):
+        start()
+        await asyncio.sleep(2.5)  # a couple of the 1 s retries
+    assert [r.getMessage() for r in caplog.records].count("kubelet not answering") == 1
+    (sock_dir / "kubelet.sock").unlink()
+    kubelet = FakeKubelet(sock_dir)
+    await kubelet.start()
+    try:
+        await kubelet.wait_registrations(1, DEADLINE_S)
+    finally:
+        await kubelet.stop()
+
+
+async def test_a_stop_request_is_not_held_up_by_a_kubelet_that_never_answers_register(
+    sock_dir: Path, start: Callable[..., Running]
+) -> None:
+    kubelet = FakeKubelet(sock_dir, hang=True)
+    await kubelet.start()
+    try:
+        running = start()
+        async with asyncio.timeout(DEADLINE_S):
+            while kubelet.register_calls == 0:  # noqa: ASYNC110 - a counter of the fake, no event to wait on
+                await asyncio.sleep(0.05)
+        began = asyncio.get_running_loop().time()
+        assert await running.stop() == 0
+        # Register's own deadline is 15 s; stopping must not wait for it
+        assert asyncio.get_running_loop().time() - began < 5.0
+        assert not (sock_dir / "nvidia-gpu.sock").exists()
     finally:
         await kubelet.stop()
 

@@ -172,6 +172,7 @@ class Supervisor:
 
     async def _serve(self, machine: Machine, served: tuple[resources.Resource, ...]) -> Literal["stop", "restart"]:
         waiting_logged = False
+        unanswered: Identity | None = None  # the kubelet socket we already said is not answering
         while True:
             kubelet = self.watcher.current()
             if kubelet is None:
@@ -184,10 +185,15 @@ class Supervisor:
                 continue
             waiting_logged = False
             try:
-                await self._start_servers(machine, served)
+                if not await self._start_unless_signalled(machine, served):
+                    return self._pending or "stop"
             except KubeletUnavailable as exc:
                 await self._stop_servers()
-                log.warning("kubelet not answering", extra={"error": str(exc), "retry_s": KUBELET_UNAVAILABLE_RETRY_S})
+                if unanswered != kubelet:  # once per kubelet socket, not once per second
+                    log.warning(
+                        "kubelet not answering", extra={"error": str(exc), "retry_s": KUBELET_UNAVAILABLE_RETRY_S}
+                    )
+                    unanswered = kubelet
                 outcome = await self._until(KUBELET_UNAVAILABLE_RETRY_S, since=kubelet)
             except DevicePluginError as exc:
                 await self._stop_servers()
@@ -201,6 +207,24 @@ class Supervisor:
                 return self._signal_outcome(outcome)
             # A new kubelet or a retry: the old servers go first, so no resource is ever served twice.
             await self._stop_servers()
+
+    async def _start_unless_signalled(self, machine: Machine, served: tuple[resources.Resource, ...]) -> bool:
+        """Start every resource; False when a stop/restart request came first (a hung kubelet must not delay it)."""
+        starting = asyncio.create_task(self._start_servers(machine, served), name="start-servers")
+        signalled = asyncio.create_task(self._signalled.wait())
+        try:
+            await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            signalled.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await signalled
+        if not starting.done():
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+            return False
+        starting.result()  # raises what the start raised
+        return True
 
     async def _start_servers(self, machine: Machine, served: tuple[resources.Resource, ...]) -> None:
         assert self.monitor is not None
