@@ -73,7 +73,7 @@ class PluginFlags(BaseModel):
     """Where the host driver root is mounted inside the plugin container."""
     shared_devices_allocation_policy: StrictStr = Field(alias="sharedDevicesAllocationPolicy")
     """Preferred-allocation policy for replicas and MIG devices: distributed or packed."""
-    allocation_policy: StrictStr | None = Field(None, alias="allocationPolicy")
+    allocation_policy: StrictStr | None = Field(default=None, alias="allocationPolicy")
     """kubegpu: preferred-allocation policy; unset = topology for whole GPUs, the shared policy for replicas."""
     health_recovery_quiet_period: str = Field(alias="healthRecoveryQuietPeriod")
     """kubegpu: an unhealthy device returns to Healthy after this long without a new event (0s: only on recovery)."""
@@ -406,7 +406,8 @@ _METAVAR = {
 }
 
 
-def _add(parser: argparse.ArgumentParser, specs: Sequence[FlagSpec]) -> None:
+def add_flags(parser: argparse.ArgumentParser, specs: Sequence[FlagSpec]) -> None:
+    """Add ``specs`` to ``parser`` (defaults stay None so "not given" is visible to :func:`resolve`)."""
     for spec in specs:
         env = f" [env {', '.join(spec.envs)}]" if spec.envs else ""
         common: dict[str, Any] = {"dest": spec.dest, "default": None, "help": spec.help + env}
@@ -423,20 +424,28 @@ def _add(parser: argparse.ArgumentParser, specs: Sequence[FlagSpec]) -> None:
             parser.add_argument(*spec.names, **common)
 
 
+def plugin_flags(*dests: str) -> tuple[FlagSpec, ...]:
+    """The plugin flags with these destinations, for commands that take a subset (``kubegpu cdi generate``)."""
+    unknown = set(dests) - {s.dest for s in PLUGIN_FLAGS}
+    if unknown:
+        raise ValueError(f"no plugin flags {sorted(unknown)}")
+    return tuple(s for s in PLUGIN_FLAGS if s.dest in dests)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add every ``nvidia-device-plugin`` flag (and kubegpu's extras) to ``parser``. Defaults stay ``None``
     so :func:`load` can tell "not given" from "given the default"."""
-    _add(parser, PLUGIN_FLAGS)
+    add_flags(parser, PLUGIN_FLAGS)
 
 
 def add_gfd_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``gpu-feature-discovery`` flags used by ``kubegpu labels``."""
-    _add(parser, GFD_FLAGS)
+    add_flags(parser, GFD_FLAGS)
 
 
 def add_mps_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``mps-control-daemon`` flags used by ``kubegpu mps-daemon``."""
-    _add(parser, MPS_FLAGS)
+    add_flags(parser, MPS_FLAGS)
 
 
 # --- precedence -----------------------------------------------------------------------------
@@ -617,7 +626,8 @@ def _config_path(specs: Sequence[FlagSpec], args: argparse.Namespace, environ: M
     return None
 
 
-def _load(specs: Sequence[FlagSpec], args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
+def load_flags(specs: Sequence[FlagSpec], args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
+    """Read the config file named by ``specs``' ``--config-file`` (if any) and :func:`resolve`; no validation."""
     path = _config_path(specs, args, environ)
     file = read_config_file(path) if path else None
     return resolve(specs, args, environ, file)
@@ -628,14 +638,14 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
 
     Raises :class:`ConfigError` (the CLI exits 2 on it) for a bad file, env value or flag.
     """
-    config = _load(PLUGIN_FLAGS, args, environ)
+    config = load_flags(PLUGIN_FLAGS, args, environ)
     validate_flags(config)
     return config
 
 
 def load_gfd(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
     """The labeller's effective config (:func:`add_gfd_arguments`). Checks the MIG strategy only."""
-    config = _load(GFD_FLAGS, args, environ)
+    config = load_flags(GFD_FLAGS, args, environ)
     if config.flags.mig_strategy not in MIG_STRATEGIES:
         raise ConfigError(f"unable to validate flags: unknown MIG strategy: {config.flags.mig_strategy}")
     return config
@@ -643,7 +653,7 @@ def load_gfd(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
 
 def load_mps(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
     """The MPS daemon's effective config (:func:`add_mps_arguments`)."""
-    config = _load(MPS_FLAGS, args, environ)
+    config = load_flags(MPS_FLAGS, args, environ)
     if config.flags.mig_strategy not in MIG_STRATEGIES:
         raise ConfigError(f"unable to validate flags: unknown MIG strategy: {config.flags.mig_strategy}")
     return config

@@ -301,9 +301,9 @@ class ReplicatedResources(BaseModel):
 
     model_config = _MODEL
 
-    rename_by_default: StrictBool = Field(False, alias="renameByDefault")
+    rename_by_default: StrictBool = Field(default=False, alias="renameByDefault")
     """Publish every shared resource without an explicit rename as ``<name>.shared``."""
-    fail_requests_greater_than_one: StrictBool | None = Field(None, alias="failRequestsGreaterThanOne")
+    fail_requests_greater_than_one: StrictBool | None = Field(default=None, alias="failRequestsGreaterThanOne")
     """Reject requests for more than one replica. Unset: false for time-slicing, true for MPS."""
     resources: tuple[ReplicatedResource, ...] = ()
 
@@ -336,7 +336,7 @@ class Sharing(BaseModel):
 
     model_config = _MODEL
 
-    time_slicing: ReplicatedResources | None = Field(None, alias="timeSlicing")
+    time_slicing: ReplicatedResources | None = Field(default=None, alias="timeSlicing")
     mps: ReplicatedResources | None = None
 
     @property
@@ -359,7 +359,7 @@ class Imex(BaseModel):
 
     model_config = _MODEL
 
-    channel_ids: tuple[StrictInt, ...] = Field((), alias="channelIDs")
+    channel_ids: tuple[StrictInt, ...] = Field(default=(), alias="channelIDs")
     """``[]`` or ``[0]``."""
     required: StrictBool = False
     """Fail at start when a channel's device node is missing (else skip it with a warning)."""
@@ -370,15 +370,15 @@ class PluginFileFlags(BaseModel):
 
     model_config = _MODEL
 
-    pass_device_specs: StrictBool | None = Field(None, alias="passDeviceSpecs")
-    device_list_strategy: tuple[StrictStr, ...] | None = Field(None, alias="deviceListStrategy")
-    device_id_strategy: StrictStr | None = Field(None, alias="deviceIDStrategy")
-    cdi_annotation_prefix: StrictStr | None = Field(None, alias="cdiAnnotationPrefix")
-    nvidia_ctk_path: StrictStr | None = Field(None, alias="nvidiaCTKPath")
-    container_driver_root: StrictStr | None = Field(None, alias="containerDriverRoot")
-    shared_devices_allocation_policy: StrictStr | None = Field(None, alias="sharedDevicesAllocationPolicy")
-    allocation_policy: StrictStr | None = Field(None, alias="allocationPolicy")
-    health_recovery_quiet_period: str | None = Field(None, alias="healthRecoveryQuietPeriod")
+    pass_device_specs: StrictBool | None = Field(default=None, alias="passDeviceSpecs")
+    device_list_strategy: tuple[StrictStr, ...] | None = Field(default=None, alias="deviceListStrategy")
+    device_id_strategy: StrictStr | None = Field(default=None, alias="deviceIDStrategy")
+    cdi_annotation_prefix: StrictStr | None = Field(default=None, alias="cdiAnnotationPrefix")
+    nvidia_ctk_path: StrictStr | None = Field(default=None, alias="nvidiaCTKPath")
+    container_driver_root: StrictStr | None = Field(default=None, alias="containerDriverRoot")
+    shared_devices_allocation_policy: StrictStr | None = Field(default=None, alias="sharedDevicesAllocationPolicy")
+    allocation_policy: StrictStr | None = Field(default=None, alias="allocationPolicy")
+    health_recovery_quiet_period: str | None = Field(default=None, alias="healthRecoveryQuietPeriod")
 
     @field_validator("device_list_strategy", mode="before")
     @classmethod
@@ -397,10 +397,10 @@ class GfdFileFlags(BaseModel):
     model_config = _MODEL
 
     oneshot: StrictBool | None = None
-    no_timestamp: StrictBool | None = Field(None, alias="noTimestamp")
-    sleep_interval: str | None = Field(None, alias="sleepInterval")
-    output_file: StrictStr | None = Field(None, alias="outputFile")
-    machine_type_file: StrictStr | None = Field(None, alias="machineTypeFile")
+    no_timestamp: StrictBool | None = Field(default=None, alias="noTimestamp")
+    sleep_interval: str | None = Field(default=None, alias="sleepInterval")
+    output_file: StrictStr | None = Field(default=None, alias="outputFile")
+    machine_type_file: StrictStr | None = Field(default=None, alias="machineTypeFile")
 
     @field_validator("sleep_interval", mode="before")
     @classmethod
@@ -413,16 +413,16 @@ class FileFlags(BaseModel):
 
     model_config = _MODEL
 
-    mig_strategy: StrictStr | None = Field(None, alias="migStrategy")
-    fail_on_init_error: StrictBool | None = Field(None, alias="failOnInitError")
-    nvidia_driver_root: StrictStr | None = Field(None, alias="nvidiaDriverRoot")
-    nvidia_dev_root: StrictStr | None = Field(None, alias="nvidiaDevRoot")
-    mps_root: StrictStr | None = Field(None, alias="mpsRoot")
-    gdrcopy_enabled: StrictBool | None = Field(None, alias="gdrcopyEnabled")
-    gds_enabled: StrictBool | None = Field(None, alias="gdsEnabled")
-    mofed_enabled: StrictBool | None = Field(None, alias="mofedEnabled")
-    use_node_feature_api: StrictBool | None = Field(None, alias="useNodeFeatureAPI")
-    device_discovery_strategy: StrictStr | None = Field(None, alias="deviceDiscoveryStrategy")
+    mig_strategy: StrictStr | None = Field(default=None, alias="migStrategy")
+    fail_on_init_error: StrictBool | None = Field(default=None, alias="failOnInitError")
+    nvidia_driver_root: StrictStr | None = Field(default=None, alias="nvidiaDriverRoot")
+    nvidia_dev_root: StrictStr | None = Field(default=None, alias="nvidiaDevRoot")
+    mps_root: StrictStr | None = Field(default=None, alias="mpsRoot")
+    gdrcopy_enabled: StrictBool | None = Field(default=None, alias="gdrcopyEnabled")
+    gds_enabled: StrictBool | None = Field(default=None, alias="gdsEnabled")
+    mofed_enabled: StrictBool | None = Field(default=None, alias="mofedEnabled")
+    use_node_feature_api: StrictBool | None = Field(default=None, alias="useNodeFeatureAPI")
+    device_discovery_strategy: StrictStr | None = Field(default=None, alias="deviceDiscoveryStrategy")
     plugin: PluginFileFlags | None = None
     gfd: GfdFileFlags | None = None
 

@@ -1,0 +1,123 @@
+"""Writing CDI specs to the spec directory, and finding on the host what they must mention.
+
+Owns the spec file names (``<vendor>-<class>.json``, e.g.
+``k8s.device-plugin.nvidia.com-gpu.json``), the atomic write (temporary file in
+the same directory, fsync, rename — a runtime never reads half a spec), removal
+of our specs that are no longer generated (gdrcopy turned off, no IMEX channel),
+and host discovery for :class:`~kubegpu.deviceplugin.cdi.HostFiles` (control
+nodes under the dev root, driver libraries under the driver root, feature
+device nodes). The I/O half of CDI; building specs is :mod:`kubegpu.deviceplugin.cdi`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from kubegpu.deviceplugin import cdi
+from kubegpu.deviceplugin.cdi_spec import Spec
+
+#: Where the plugin's libraries are looked for, relative to the driver root (as NVIDIA searches).
+LIBRARY_DIRS = (
+    "/usr/lib64",
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/lib64",
+    "/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+)
+#: Driver libraries a CUDA container needs (versioned with the driver: ``<name>.<driver version>``).
+LIBRARIES = (
+    "libcuda.so",
+    "libnvidia-ml.so",
+    "libnvidia-ptxjitcompiler.so",
+    "libnvidia-nvvm.so",
+    "libnvidia-opencl.so",
+    "libcudadebugger.so",
+)
+#: Our spec classes: a file of ours whose class is not written this time is removed.
+CLASSES = ("gpu", "imex-channel", "gdrcopy", "gds", "mofed")
+FEATURE_NODES = {
+    "gdrcopy": ("/dev/gdrdrv",),
+    "gds": ("/dev/nvidia-fs*",),
+    "mofed": ("/dev/infiniband/uverbs*", "/dev/infiniband/rdma_cm"),
+}
+
+
+def file_name(kind: str) -> str:
+    """``k8s.device-plugin.nvidia.com/gpu`` -> ``k8s.device-plugin.nvidia.com-gpu.json``."""
+    return kind.replace("/", "-") + ".json"
+
+
+def write(spec: Spec, spec_dir: Path) -> Path:
+    """Write ``spec`` atomically into ``spec_dir`` (created if missing); returns the file written."""
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    target = spec_dir / file_name(spec.kind)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=spec_dir)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(spec.to_json())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+def write_all(specs: Sequence[Spec], spec_dir: Path) -> list[Path]:
+    """Write every spec, then remove the files of our classes that were not written this time."""
+    written = [write(spec, spec_dir) for spec in specs]
+    keep = {p.name for p in written}
+    for cdi_class in CLASSES:
+        stale = spec_dir / file_name(f"{cdi.VENDOR}/{cdi_class}")
+        if stale.name not in keep:
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+    return written
+
+
+def _under(root: Path, path: str) -> Path:
+    return root / path.lstrip("/")
+
+
+def _present(root: Path, patterns: Iterable[str]) -> tuple[str, ...]:
+    found: list[str] = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(str(_under(root, pattern))))
+        found += ["/" + os.path.relpath(m, root) for m in matches]
+    return tuple(found)
+
+
+def discover(driver_root: Path, dev_root: Path, driver_version: str) -> cdi.HostFiles:
+    """What exists on this host: control nodes under ``dev_root``, ``<lib>.<driver_version>`` under
+    ``driver_root``'s library directories, and gdrcopy/GDS/MOFED nodes under ``dev_root``.
+
+    Paths in the result are as seen from the host root (``/dev/nvidiactl``, ``/usr/lib64/libcuda.so.550.1``);
+    the spec maps them back under the configured roots.
+    """
+    control = tuple(p for p in cdi.CONTROL_NODES if _under(dev_root, p).exists())
+    libraries: list[str] = []
+    symlinks: list[tuple[str, str]] = []
+    for directory in LIBRARY_DIRS:
+        for lib in LIBRARIES:
+            path = f"{directory}/{lib}.{driver_version}"
+            if _under(driver_root, path).is_file():
+                libraries.append(path)
+                # The soname link a program loads (libcuda.so.1 -> libcuda.so.<version>).
+                symlinks.append((f"{lib}.{driver_version}", f"{directory}/{lib}.1"))
+    return cdi.HostFiles(
+        control_nodes=control,
+        libraries=tuple(libraries),
+        symlinks=tuple(symlinks),
+        gdrcopy_nodes=_present(dev_root, FEATURE_NODES["gdrcopy"]),
+        gds_nodes=_present(dev_root, FEATURE_NODES["gds"]),
+        mofed_nodes=_present(dev_root, FEATURE_NODES["mofed"]),
+    )
