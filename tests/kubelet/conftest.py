@@ -22,15 +22,15 @@ EmulatorFactory = Callable[..., Awaitable[Daemon]]
 StubFactory = Callable[..., Awaitable[StubPlugin]]
 
 
-async def eventually(check: Callable[[], Any], timeout: float = 15.0, interval: float = 0.02) -> Any:
-    """Poll ``check`` until it returns something truthy (returned) or ``timeout`` passes (AssertionError)."""
-    deadline = time.monotonic() + timeout
+async def eventually(check: Callable[[], Any], within: float = 15.0, interval: float = 0.02) -> Any:
+    """Poll ``check`` until it returns something truthy (returned) or ``within`` seconds pass (AssertionError)."""
+    deadline = time.monotonic() + within
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s (last value: {value!r})")
+            raise AssertionError(f"condition not met within {within} s (last value: {value!r})")
         await asyncio.sleep(interval)
 
 

@@ -177,7 +177,7 @@ def test_split_by_affinity_puts_a_multi_numa_device_in_the_group_of_its_first_ra
 def test_an_impossible_completion_reports_what_it_got() -> None:
     plan = allocation.Plan(R, 3, ("d0",), 2, PreferredQuery(("d0",), ("d0",), 3), (), ())
     with pytest.raises(
-        errors.AllocationError, match="unexpectedly allocated less resources than required. Requested: 3, Got: 1"
+        errors.AllocationError, match=r"unexpectedly allocated less resources than required\. Requested: 3, Got: 1"
     ):
         allocation.complete(plan)
 

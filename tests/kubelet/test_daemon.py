@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import stat
 from pathlib import Path
 
@@ -17,25 +16,37 @@ from tests.kubelet.stubplugin import devices
 from tests.kubelet.test_node import R, make_pod
 
 
-async def test_start_creates_the_dir_and_deletes_every_file_but_the_checkpoint(
-    socket_dir: Path, start_emulator: EmulatorFactory
-) -> None:
+def litter(socket_dir: Path) -> None:
+    """What a dead kubelet and its plugins leave behind."""
     socket_dir.mkdir(parents=True)
     for name in ("old-plugin.sock", "kubelet.sock", ".kubelet_internal_checkpoint123", "DEPRECATION"):
         (socket_dir / name).write_text("x")
     (socket_dir / "a-dir").mkdir()
     (socket_dir / "link").symlink_to(socket_dir / "a-dir")
     (socket_dir / constants.CHECKPOINT_NAME).write_bytes(b"{}")
+
+
+def listing(socket_dir: Path) -> list[str]:
+    return sorted(p.name for p in socket_dir.iterdir())
+
+
+def mode(path: Path) -> int:
+    return path.stat().st_mode
+
+
+async def test_start_creates_the_dir_and_deletes_every_file_but_the_checkpoint(
+    socket_dir: Path, start_emulator: EmulatorFactory
+) -> None:
+    litter(socket_dir)
     daemon = await start_emulator()
-    names = sorted(p.name for p in socket_dir.iterdir())
-    assert names == [".kubegpu-kubelet", "a-dir", "kubelet.sock", constants.CHECKPOINT_NAME]
-    assert stat.S_ISSOCK((socket_dir / "kubelet.sock").stat().st_mode)
+    assert listing(socket_dir) == [".kubegpu-kubelet", "a-dir", "kubelet.sock", constants.CHECKPOINT_NAME]
+    assert stat.S_ISSOCK(mode(socket_dir / "kubelet.sock"))
     assert daemon.node.info["restored"]["checkpoint"].startswith("ignored: checkpoint")  # type: ignore[index]
 
 
 async def test_a_new_socket_dir_is_created_with_mode_0750(socket_dir: Path, start_emulator: EmulatorFactory) -> None:
     await start_emulator()
-    assert stat.S_IMODE(socket_dir.stat().st_mode) == 0o750
+    assert stat.S_IMODE(mode(socket_dir)) == 0o750
 
 
 async def restart_with_one_pod(
@@ -145,11 +156,11 @@ async def test_a_second_emulator_on_the_same_socket_dir_is_refused(socket_dir: P
 
 async def test_a_pod_resources_socket_in_use_is_refused(sock_dir: Path, emulator: Daemon) -> None:
     other = sock_dir / "other"
-    with pytest.raises(errors.KubeletError, match="pod-resources socket .* is in use"):
+    with pytest.raises(errors.KubeletError, match=r"pod-resources socket .* is in use"):
         await Daemon(Options(socket_dir=other, pod_resources_socket=emulator.pod_resources.socket_path)).start()  # type: ignore[union-attr]
 
 
 async def test_the_default_pod_resources_socket_sits_beside_the_socket_dir(sock_dir: Path, emulator: Daemon) -> None:
     assert emulator.pod_resources is not None
     assert emulator.pod_resources.socket_path == sock_dir / "pod-resources" / "kubelet.sock"
-    assert os.path.exists(emulator.pod_resources.socket_path)
+    assert stat.S_ISSOCK(mode(emulator.pod_resources.socket_path))

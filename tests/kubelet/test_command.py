@@ -1,0 +1,54 @@
+"""``kubegpu kubelet`` command line: exit codes and messages that need no running emulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubegpu.kubelet import command
+
+
+def test_status_without_an_emulator_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert command.main(["status", "--socket-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"no kubegpu kubelet is running for socket dir {tmp_path}" in err
+
+
+def test_admitting_a_file_that_is_not_a_pod_exits_2_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "svc.yaml"
+    bad.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
+    with pytest.raises(SystemExit) as exc:
+        command.main(["admit", str(bad), "--socket-dir", str(tmp_path)])
+    assert exc.value.code == 2
+    assert f"{bad}: not a valid Pod: kind: must be Pod, got 'Service'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["delete", "a/b/c"],
+        ["--grace-period", "-1"],
+        ["--grace-period", "soon"],
+        ["--topology-manager-policy", "strict"],
+        ["admit"],
+        ["status", "--bogus"],
+    ],
+    ids=["bad-target", "negative-grace", "non-numeric-grace", "unknown-policy", "admit-without-file", "unknown-flag"],
+)
+def test_bad_arguments_exit_2(argv: list[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exc:
+        command.main([*argv, "--socket-dir", str(tmp_path)])
+    assert exc.value.code == 2
+
+
+def test_help_names_the_client_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        command.main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for word in ("admit POD.yaml", "delete NAMESPACE/NAME", "status [--json]", "--reproduce-reregistration-race"):
+        assert word in out
