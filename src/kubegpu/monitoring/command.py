@@ -37,6 +37,9 @@ ENV_COLLECTORS = "DCGM_EXPORTER_COLLECTORS"
 ENV_KUBERNETES = "DCGM_EXPORTER_KUBERNETES"
 ENV_SOCKET = "DCGM_POD_RESOURCES_KUBELET_SOCKET"
 ENV_RESOURCE_NAMES = "NVIDIA_RESOURCE_NAMES"
+# The device plugin's names for the driver location, so one DaemonSet template serves both.
+ENV_DRIVER_ROOT = "NVIDIA_DRIVER_ROOT"
+ENV_CONTAINER_DRIVER_ROOT = "CONTAINER_DRIVER_ROOT"
 #: The node name for the hostname label (set it from the downward API ``spec.nodeName`` in a DaemonSet).
 ENV_NODE_NAME = "NODE_NAME"
 
@@ -114,6 +117,18 @@ def _parser() -> argparse.ArgumentParser:
         "<tmp>/kubegpu-faults-<machine>.jsonl); pass the path given to 'kubegpu fault'",
     )
     parser.add_argument(
+        "--driver-root",
+        metavar="PATH",
+        help=f"host path of the NVIDIA driver installation, where libnvidia-ml.so.1 is looked for (default: "
+        f"${ENV_DRIVER_ROOT} or /)",
+    )
+    parser.add_argument(
+        "--container-driver-root",
+        metavar="PATH",
+        help=f"where the driver root is mounted in the exporter's container, searched first (default: "
+        f"${ENV_CONTAINER_DRIVER_ROOT} or /driver-root)",
+    )
+    parser.add_argument(
         "--print-default-counters", action="store_true", help="print the shipped counters file and exit"
     )
     return parser
@@ -131,6 +146,8 @@ class _Settings(argparse.Namespace):
     replace_blanks_in_model_name: bool
     machine: str | None
     fault_file: Path | None
+    driver_root: str | None
+    container_driver_root: str | None
     print_default_counters: bool
 
 
@@ -204,7 +221,14 @@ def main(argv: Sequence[str]) -> int:
     )
 
     try:
-        backend = backends.open_backend(args.machine, fault_file=args.fault_file)
+        backend = backends.open_backend(
+            args.machine,
+            fault_file=args.fault_file,
+            driver_root=args.driver_root or os.environ.get(ENV_DRIVER_ROOT) or "/",
+            container_driver_root=args.container_driver_root
+            or os.environ.get(ENV_CONTAINER_DRIVER_ROOT)
+            or "/driver-root",
+        )
     except errors.ProfileError as exc:
         parser.error(str(exc))
     try:
