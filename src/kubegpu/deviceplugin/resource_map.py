@@ -62,6 +62,15 @@ def is_standard_profile(profile: str) -> bool:
     return _STANDARD_PROFILE.fullmatch(profile) is not None
 
 
+def mig_resource_name(profile: str, config: Config) -> str | None:
+    """The resource a MIG profile is advertised under: the first matching ``resources.mig`` pattern, else
+    (mixed strategy, profiles whose compute and GPU slices agree) ``nvidia.com/mig-<profile>``; None if neither."""
+    name = _match(config.resources.mig, profile)
+    if name is None and config.flags.mig_strategy == "mixed" and is_standard_profile(profile):
+        name = config_model.resource_name(mig_resource_suffix(profile))
+    return name
+
+
 def mps_max_clients(compute_capability: tuple[int, int]) -> int:
     return MPS_MAX_CLIENTS_NEW if compute_capability >= (7, 5) else MPS_MAX_CLIENTS_OLD
 
@@ -201,9 +210,7 @@ def _devices_from_resources(
         if not gpu.mig_enabled:
             continue
         for mig in gpu.mig_devices:
-            name = _match(config.resources.mig, mig.profile)
-            if name is None and strategy == "mixed" and is_standard_profile(mig.profile):
-                name = config_model.resource_name(mig_resource_suffix(mig.profile))
+            name = mig_resource_name(mig.profile, config)
             if name is None:
                 raise ResourceMapError(
                     f"error building MIG device map: MIG profile '{mig.profile}' does not match any resource patterns"
