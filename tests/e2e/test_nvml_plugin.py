@@ -1,0 +1,205 @@
+"""End to end on the NVML backend: ``kubegpu plugin`` (no ``--machine``) over nvidia-ml-py and the fake
+libnvidia-ml.so.1, against ``kubegpu kubelet``, compared with the same profile on the simulated backend.
+
+Driven only through what a user has: the two commands as separate processes, ``kubegpu kubelet status``,
+and the fake library's control directory standing in for the GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubegpu.gpu import profiles
+from kubegpu.gpu.nvml import decode
+from tests.fake_nvml import harness
+
+pytest_plugins = ["tests.fake_nvml.fixtures"]
+pytestmark = pytest.mark.e2e
+
+#: Generous: CI has two slow cores and runs many processes at once. bench/gpu_check.py measures latencies.
+DEADLINE_S = 60.0
+
+
+def nvml_env(fake: harness.FakeNode | None, ld_library_path: Path | None) -> dict[str, str]:
+    """The plugin's environment: the fake machine, its sysfs, and where the loader finds the library."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBEGPU_FAKE_NVML") and k != "LD_LIBRARY_PATH"}
+    if fake is not None:
+        env.update(fake.env)
+        env["KUBEGPU_SYSFS_ROOT"] = str(fake.sysfs_root)
+    if ld_library_path is not None:
+        env["LD_LIBRARY_PATH"] = str(ld_library_path)
+    return env
+
+
+class Node:
+    """An emulator and a plugin as processes on one socket dir; logs go to ``work`` (the emulator cleans its dir)."""
+
+    def __init__(self, sock_dir: Path, work: Path) -> None:
+        self.sock_dir = sock_dir
+        self.work = work
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        log = (self.work / f"{name}.log").open("ab")
+        process = subprocess.Popen([sys.executable, "-m", "kubegpu", *args], stdout=log, stderr=log, env=env)
+        self.processes[name] = process
+        return process
+
+    def start_kubelet(self) -> None:
+        self.start("kubelet", ["kubelet", "--socket-dir", str(self.sock_dir), "--no-pod-resources"])
+
+    def start_plugin(self, machine: str | None = None, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        args = ["plugin", "--kubelet-socket", str(self.sock_dir / "kubelet.sock")]
+        if machine is not None:
+            args += ["--machine", machine, "--fault-file", str(self.work / "faults.jsonl")]
+        return self.start("plugin", args, env)
+
+    def log(self, name: str) -> str:
+        return (self.work / f"{name}.log").read_text()
+
+    def status(self) -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, "-m", "kubegpu", "kubelet", "status", "--json", "--socket-dir", str(self.sock_dir)],
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_S,
+            check=False,
+        )
+        return json.loads(done.stdout) if done.returncode == 0 else {}
+
+    def until(self, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            status = self.status()
+            if status and check(status):
+                return status
+            if time.monotonic() > deadline:
+                logs = {name: self.log(name)[-2000:] for name in self.processes}
+                raise AssertionError(f"never reached the expected state; last status: {status}; logs: {logs}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        for name in list(self.processes):
+            process = self.processes.pop(name)
+            process.terminate()
+            try:
+                process.wait(DEADLINE_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[Callable[[str], Node]]:
+    made: list[tuple[Node, Path]] = []
+
+    def make(name: str) -> Node:
+        sock_dir = Path(tempfile.mkdtemp(prefix="kg-", dir="/tmp"))  # unix socket paths must stay short
+        work = tmp_path / name
+        work.mkdir()
+        node = Node(sock_dir, work)
+        made.append((node, sock_dir))
+        return node
+
+    try:
+        yield make
+    finally:
+        for node, sock_dir in made:
+            node.stop()
+            shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+def devices(status: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Every resource's devices (id, health, NUMA), sorted by id: what the kubelet was told."""
+    return {
+        name: sorted(resource.get("devices", []), key=lambda d: str(d["id"]))
+        for name, resource in status.get("resources", {}).items()
+    }
+
+
+def registered(count: int) -> Callable[[dict[str, Any]], bool]:
+    return lambda s: sum(len(d) for d in devices(s).values()) == count
+
+
+@pytest.mark.parametrize("profile", profiles.available())
+def test_the_nvml_plugin_registers_exactly_what_the_simulated_plugin_registers(
+    profile: str, nodes: Callable[[str], Node], tmp_path: Path, fake_library: Path
+) -> None:
+    fake = harness.stage(tmp_path / "fake", profile, fake_library)
+    simulated, nvml = nodes("simulated"), nodes("nvml")
+    for node in (simulated, nvml):
+        node.start_kubelet()
+    simulated.start_plugin(machine=profile)
+    nvml.start_plugin(env=nvml_env(fake, fake.library_dir))
+    expected_count = len(fake.machine.gpus)  # the plugin's default MIG strategy advertises whole GPUs
+    want = devices(simulated.until(registered(expected_count)))
+    got = devices(nvml.until(registered(expected_count)))
+    assert got == want
+    assert "nvidia.com/gpu" in got
+    assert {d["id"] for d in got["nvidia.com/gpu"]} == {g.uuid for g in fake.machine.gpus}
+    # NUMA reaches the kubelet from the sysfs root, as the simulated profile has it
+    numa = {g.uuid: g.numa_node for g in fake.machine.gpus}
+    assert all(d["numa"] == ([] if numa[d["id"]] is None else [numa[d["id"]]]) for d in got["nvidia.com/gpu"])
+
+
+def test_an_xid_79_reported_by_nvml_makes_that_gpu_unhealthy_in_the_emulator(
+    nodes: Callable[[str], Node], tmp_path: Path, fake_library: Path
+) -> None:
+    fake = harness.stage(tmp_path / "fake", "dgx-a100", fake_library)
+    node = nodes("nvml")
+    node.start_kubelet()
+    node.start_plugin(env=nvml_env(fake, fake.library_dir))
+    # The plugin subscribes to health events before it registers; from here on NVML events reach it.
+    node.until(registered(8))
+    uuid = fake.machine.gpus[2].uuid
+
+    def health(status: dict[str, Any]) -> dict[str, str]:
+        return {d["id"]: d["health"] for d in devices(status).get("nvidia.com/gpu", [])}
+
+    fake.xid(2, 79)
+    status = node.until(lambda s: health(s).get(uuid) == "Unhealthy")
+    assert [i for i, state in health(status).items() if state != "Healthy"] == [uuid]
+    assert status["resources"]["nvidia.com/gpu"]["allocatable"] == 7
+
+
+@pytest.mark.parametrize(
+    ("code", "cause"),
+    [
+        (harness.DRIVER_NOT_LOADED, "the NVIDIA kernel driver is not loaded"),
+        (harness.LIB_RM_VERSION_MISMATCH, "driver/library version mismatch"),
+    ],
+    ids=["driver-not-loaded", "driver-library-mismatch"],
+)
+def test_nvml_init_failure_makes_the_plugin_exit_nonzero_naming_the_library(
+    code: int, cause: str, nodes: Callable[[str], Node], tmp_path: Path, fake_library: Path
+) -> None:
+    fake = harness.stage(tmp_path / "fake", "pcie-4xt4", fake_library)
+    fake.init_error(code)
+    node = nodes("nvml")
+    plugin = node.start_plugin(env=nvml_env(fake, fake.library_dir))
+    assert plugin.wait(DEADLINE_S) != 0
+    log = node.log("plugin")
+    assert cause in log
+    assert str(fake.library_dir / decode.LIBRARY_NAME) in log or "libnvidia-ml.so" in log
+
+
+def test_a_missing_nvml_library_makes_the_plugin_exit_nonzero_naming_the_paths_tried(
+    nodes: Callable[[str], Node],
+) -> None:
+    node = nodes("nvml")
+    plugin = node.start_plugin(env=nvml_env(None, None))
+    assert plugin.wait(DEADLINE_S) != 0
+    log = node.log("plugin")
+    assert "libnvidia-ml.so.1 not found; looked in: /driver-root/usr/lib64/libnvidia-ml.so.1" in log
+    assert "default loader path" in log
