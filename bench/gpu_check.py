@@ -1,0 +1,248 @@
+"""GPU check: ``kubegpu plugin`` on the NVML backend against ``kubegpu kubelet``, on this machine's GPUs.
+
+For a machine with an NVIDIA GPU (run it when one is lent; nothing in CI depends on it). It prints the
+inventory NVML gives, starts the kubelet emulator and the device plugin (no ``--machine``: NVML) as real
+processes in a temp dir, admits a 1-GPU pod and prints its runtime options, samples telemetry, and prints
+figures as plain lines: start -> registered time, Allocate p50/p99 (direct gRPC to the plugin socket),
+plugin RSS. Needs no network and finishes well inside 5 minutes.
+
+``--fake-profile NAME`` runs the same check on the fake libnvidia-ml.so.1 of the test tree (built with the
+system C compiler) showing a shipped profile, and adds the XID -> Unhealthy latency (the fake can inject XIDs).
+Without a GPU and without ``--fake-profile`` it exits 1 with one line saying why.
+
+    python bench/gpu_check.py [--fake-profile dgx-a100] [--allocations 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+DEADLINE_S = 60.0
+
+
+def line(what: str, value: object) -> None:
+    print(f"gpu_check {what} {value}", flush=True)
+
+
+def rss_mib(pid: int) -> float:
+    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if row.startswith("VmRSS:"):
+            return int(row.split()[1]) / 1024
+    return float("nan")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Watcher:
+    """The emulator's state-change events, read in a thread: (event, time received)."""
+
+    def __init__(self, socket_dir: Path) -> None:
+        from kubegpu.kubelet import client
+
+        self._client = client
+        self.socket_dir = socket_dir
+        self.events: list[dict[str, Any]] = []
+        self._cond = threading.Condition()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        with self._client.watch(self.socket_dir) as stream:
+            for event in stream:
+                with self._cond:
+                    self.events.append(event)
+                    self._cond.notify_all()
+
+    def first(self, match: Any, since: int = 0, timeout: float = DEADLINE_S) -> tuple[int, dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for i in range(since, len(self.events)):
+                    if match(self.events[i]):
+                        return i, self.events[i]
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no matching emulator event in {timeout:g} s; last: {self.events[-3:]}")
+                self._cond.wait(left)
+
+
+def start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    out = log.open("ab")
+    return subprocess.Popen([sys.executable, "-m", "kubegpu", *args], stdout=out, stderr=out, env=env)
+
+
+def wait_socket(path: Path) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} did not appear in {DEADLINE_S:g} s")
+        time.sleep(0.02)
+
+
+def allocate_latencies(socket: Path, device_ids: list[str], count: int) -> list[float]:
+    import grpc
+
+    from kubegpu.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+
+    with grpc.insecure_channel(f"unix://{socket}") as channel:
+        stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
+        out = []
+        for i in range(count):
+            request = api_pb2.AllocateRequest(
+                container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=[device_ids[i % len(device_ids)]])]
+            )
+            started = time.perf_counter()
+            stub.Allocate(request, timeout=10)
+            out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def fake_setup(profile: str, work: Path) -> tuple[dict[str, str], str]:
+    """Stage the fake library showing ``profile``; returns the environment and the driver root to use."""
+    sys.path.insert(0, str(REPO))
+    from tests.fake_nvml import harness
+
+    try:
+        node = harness.stage(work / "fake", profile)
+    except harness.NoCompiler as exc:
+        raise SystemExit(f"gpu_check: {exc}") from None
+    env = {**node.env, "KUBEGPU_SYSFS_ROOT": str(node.sysfs_root), "LD_LIBRARY_PATH": str(node.library_dir)}
+    return env, str(node.driver_root)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="bench/gpu_check.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--fake-profile", metavar="NAME", help="use the fake libnvidia-ml.so.1 showing this profile")
+    parser.add_argument("--allocations", type=int, default=300, help="Allocate calls to time (default 300)")
+    parser.add_argument("--xids", type=int, default=5, help="XIDs injected for the latency figure (fake only)")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+
+    work = Path(tempfile.mkdtemp(prefix="kg-check-"))
+    sock_dir = Path(tempfile.mkdtemp(prefix="kg-", dir="/tmp"))
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        extra_env, driver_root = fake_setup(args.fake_profile, work) if args.fake_profile else ({}, "/")
+        os.environ.update({k: v for k, v in extra_env.items() if k != "LD_LIBRARY_PATH"})
+        env = {**os.environ, **extra_env}
+
+        from kubegpu.gpu import errors
+        from kubegpu.gpu.nvml import NvmlBackend
+
+        backend = NvmlBackend(driver_root=driver_root)
+        try:
+            machine = backend.discover()
+        except errors.NvmlUnavailable as exc:
+            print(f"gpu_check: no usable NVIDIA GPU on this machine: {exc}", file=sys.stderr)
+            return 1
+        line("library", backend.library_path)
+        inventory = subprocess.run(
+            [sys.executable, "-m", "kubegpu.gpu.nvml", "--driver-root", driver_root],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_S,
+        )
+        print(inventory.stdout, end="")
+        line("gpus", len(machine.gpus))
+
+        processes.append(
+            start(["kubelet", "--socket-dir", str(sock_dir), "--no-pod-resources"], work / "kubelet.log", env)
+        )
+        wait_socket(sock_dir / "kubelet.sock")
+        watcher = Watcher(sock_dir)
+        watcher.first(lambda e: True)  # the snapshot: the watch is live
+        t0 = time.time()
+        plugin = start(["plugin", "--kubelet-socket", str(sock_dir / "kubelet.sock")], work / "plugin.log", env)
+        processes.append(plugin)
+        i, registered = watcher.first(lambda e: e.get("event") == "registered")
+        _, advertised = watcher.first(
+            lambda e: e.get("event") == "devices" and len(e.get("healthy", [])) == len(machine.gpus), since=i
+        )
+        line("start_to_registered_s", f"{registered['ts'] - t0:.3f}")
+        line("start_to_devices_advertised_s", f"{advertised['ts'] - t0:.3f}")
+        line("plugin_rss_mib_registered", f"{rss_mib(plugin.pid):.1f}")
+
+        from kubegpu.kubelet import client
+
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "gpu-check", "namespace": "default"},
+            "spec": {"containers": [{"name": "cuda", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
+        }
+        admitted = client.admit(pod, sock_dir)
+        print("runtime options of the admitted 1-GPU pod:")
+        print(json.dumps(admitted, indent=2, sort_keys=True))
+
+        latencies = allocate_latencies(sock_dir / "nvidia-gpu.sock", [g.uuid for g in machine.gpus], args.allocations)
+        line("allocate_calls", len(latencies))
+        line("allocate_p50_ms", f"{statistics.median(latencies):.2f}")
+        line("allocate_p99_ms", f"{percentile(latencies, 0.99):.2f}")
+        line("plugin_rss_mib_after_allocate", f"{rss_mib(plugin.pid):.1f}")
+
+        sample_started = time.perf_counter()
+        sample = backend.sample()
+        line("sample_ms", f"{(time.perf_counter() - sample_started) * 1000:.1f}")
+        for gpu in sample.gpus:
+            line(
+                f"telemetry gpu{gpu.index}",
+                f"available={gpu.available} util%={gpu.gpu_util_pct} fb_used_mib={gpu.fb_used_mib} "
+                f"fb_total_mib={gpu.fb_total_mib} temp_c={gpu.gpu_temp_c} power_w={gpu.power_w} "
+                f"sm_mhz={gpu.sm_clock_mhz} energy_mj={gpu.total_energy_mj} ecc_dbe={gpu.ecc_dbe_volatile_total} "
+                f"xid_last={gpu.xid_last} mig_devices={len(gpu.mig)}",
+            )
+
+        if args.fake_profile:
+            from tests.fake_nvml import harness
+
+            node = harness.FakeNode(
+                root=work / "fake",
+                machine=machine,
+                driver_root=Path(driver_root),
+                sysfs_root=Path(extra_env["KUBEGPU_SYSFS_ROOT"]),
+                control=Path(extra_env["KUBEGPU_FAKE_NVML_CONTROL"]),
+                profile_json=Path(extra_env["KUBEGPU_FAKE_NVML_PROFILE"]),
+            )
+            delays = []
+            since = len(watcher.events)
+            for n in range(min(args.xids, len(machine.gpus))):
+                uuid = machine.gpus[n].uuid
+                injected = time.time()
+                node.xid(n, 79)
+                since, event = watcher.first(
+                    lambda e, u=uuid: e.get("event") == "devices" and u in e.get("unhealthy", []), since=since
+                )
+                delays.append((event["ts"] - injected) * 1000)
+            line("xid79_to_unhealthy_ms", " ".join(f"{d:.1f}" for d in delays))
+            line("xid79_to_unhealthy_max_ms", f"{max(delays):.1f}")
+        backend.close()
+        line("total_s", f"{time.monotonic() - started:.1f}")
+        return 0
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        shutil.rmtree(sock_dir, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
