@@ -93,6 +93,13 @@ class Node:
         result: dict[str, Any] = json.loads(done.stdout)
         return result
 
+    def quick_status(self) -> dict[str, Any]:
+        """Status through the Python client (no process start): for polling."""
+        try:
+            return client.status(self.socket_dir, timeout=10)
+        except Exception:
+            return {"resources": {}, "pods": []}
+
     @staticmethod
     def until(check: Callable[[], object], within: float = 30.0) -> None:
         deadline = time.monotonic() + within
@@ -124,15 +131,16 @@ def node(sock_dir: Path) -> Iterator[Node]:
         n.cleanup()
 
 
-def gpu(status: dict[str, Any]) -> dict[str, Any]:
+def gpu(status: dict[str, Any], name: str = R) -> dict[str, Any]:
+    """One resource of a status (zeros when the node does not report it)."""
     resources: dict[str, Any] = status["resources"]
-    return resources.get(R, {"capacity": 0, "allocatable": 0, "registrations": 0})
+    return resources.get(name, {"capacity": 0, "allocatable": 0, "registrations": 0})
 
 
 def test_a_plugin_registers_pods_are_admitted_and_kill_9_loses_nothing(node: Node, tmp_path: Path) -> None:
     emulator = node.emulator()
     node.plugin()
-    node.until(lambda: gpu(node.status())["allocatable"] == 8)
+    node.until(lambda: gpu(node.quick_status())["allocatable"] == 8)
     status = node.status()
     assert gpu(status)["capacity"] == 8
     assert [d["numa"] for d in gpu(status)["devices"]] == [[0]] * 4 + [[1]] * 4
@@ -167,7 +175,7 @@ def test_a_plugin_registers_pods_are_admitted_and_kill_9_loses_nothing(node: Nod
     emulator.wait(timeout=10)
     registrations = gpu(before)["registrations"]
     node.emulator()
-    node.until(lambda: gpu(node.status())["allocatable"] == 8)
+    node.until(lambda: gpu(node.quick_status())["allocatable"] == 8)
     restored = node.status()
     assert restored["pods"] == before["pods"]
     assert gpu(restored)["registrations"] == registrations
@@ -186,7 +194,7 @@ def test_a_plugin_registers_pods_are_admitted_and_kill_9_loses_nothing(node: Nod
 def test_sigterm_stops_the_emulator_cleanly_and_removes_its_sockets(node: Node) -> None:
     emulator = node.emulator()
     node.plugin()
-    node.until(lambda: gpu(node.status())["allocatable"] == 8)
+    node.until(lambda: gpu(node.quick_status())["allocatable"] == 8)
     emulator.send_signal(signal.SIGTERM)
     assert emulator.wait(timeout=30) == 0
     assert not (node.socket_dir / "kubelet.sock").exists()
@@ -195,3 +203,44 @@ def test_sigterm_stops_the_emulator_cleanly_and_removes_its_sockets(node: Node) 
     assert (node.socket_dir / "kubelet_internal_checkpoint").exists()
     down = node.cli("status")
     assert down.returncode == 1 and "no kubegpu kubelet is running" in down.stderr
+
+
+def test_the_real_device_plugin_on_a_simulated_dgx_a100(node: Node, tmp_path: Path) -> None:
+    faults = tmp_path / "faults.jsonl"
+    emulator = node.emulator()
+    node.spawn(
+        sys.executable, "-m", "kubegpu", "plugin", "--machine", "dgx-a100",
+        "--kubelet-socket", str(node.socket_dir / "kubelet.sock"), "--fault-file", str(faults),
+    )  # fmt: skip
+    node.until(lambda: gpu(node.quick_status(), "nvidia.com/gpu")["allocatable"] == 8)
+    gpus = node.status()["resources"]["nvidia.com/gpu"]
+    uuids = [d["id"] for d in gpus["devices"]]
+    assert gpus["capacity"] == 8 and all(u.startswith("GPU-") for u in uuids)
+
+    manifest = tmp_path / "train.yaml"
+    manifest.write_text(pod_yaml(tmp_path / "x.yaml", "train", 2).read_text().replace(R, "nvidia.com/gpu"))
+    admitted = node.cli("admit", str(manifest), "--json")
+    assert admitted.returncode == 0, admitted.stderr
+    visible = json.loads(admitted.stdout)["containers"]["main"]["envs"]["NVIDIA_VISIBLE_DEVICES"].split(",")
+    assert len(set(visible)) == 2 and set(visible) <= set(uuids)
+
+    fault = subprocess.run(
+        [sys.executable, "-m", "kubegpu", "fault", "xid", "--machine", "dgx-a100", "--gpu", visible[0], "--xid", "79",
+         "--fault-file", str(faults)],
+        cwd=REPO, env=node.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert fault.returncode == 0, fault.stderr
+    node.until(lambda: gpu(node.quick_status(), "nvidia.com/gpu")["allocatable"] == 7)
+    status = node.status()
+    assert {d["id"]: d["health"] for d in status["resources"]["nvidia.com/gpu"]["devices"]}[visible[0]] == "Unhealthy"
+    held = status["pods"][0]["containers"]["main"]["nvidia.com/gpu"]
+    assert sorted(held) == sorted(visible)
+
+    emulator.send_signal(signal.SIGKILL)
+    emulator.wait(timeout=10)
+    node.emulator()
+    # The plugin sees kubelet.sock created again and registers again; the allocation came from the checkpoint.
+    node.until(lambda: gpu(node.quick_status(), "nvidia.com/gpu")["capacity"] == 8)
+    restored = node.status()
+    assert restored["resources"]["nvidia.com/gpu"]["allocatable"] == 7
+    assert sorted(restored["pods"][0]["containers"]["main"]["nvidia.com/gpu"]) == sorted(visible)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,12 @@ def _client_parser(command: str) -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] in CLIENT_COMMANDS:
-        return _client(argv[0], argv[1:])
+        try:
+            return _client(argv[0], argv[1:])
+        except BrokenPipeError:
+            # The reader went away (``| head``): not an error of ours; keep Python quiet at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
     args = _daemon_parser().parse_args(argv)
     return _run_daemon(args)
 
