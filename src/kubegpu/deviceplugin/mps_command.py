@@ -1,0 +1,159 @@
+"""``kubegpu mps-daemon``: start one MPS control daemon per MPS-shared resource, keep them, stop them.
+
+Owns the command line (NVIDIA's ``mps-control-daemon`` flags ``--config-file``
+and ``--mig-strategy``, plus ``--mps-root``, ``--machine``, ``--control-program``
+and ``--nvidia-smi``) and the lifecycle: load the config, build the resources,
+start every daemon, write ``<mps root>/.ready``; SIGHUP stops them all and
+starts again from a re-read config; SIGTERM/SIGINT stop them and exit 0. A
+failed start stops what was started and exits 1 (the DaemonSet restarts it).
+Must not build Allocate responses or serve gRPC.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import FrameType
+
+from kubegpu.deviceplugin import config, mps, resource_map
+from kubegpu.deviceplugin.config import Config
+from kubegpu.deviceplugin.config_model import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kubegpu mps-daemon",
+        description="Run nvidia-cuda-mps-control for every resource shared with MPS (sharing.mps in the config): "
+        "exclusive compute mode, per-client memory limit and active-thread percentage, readiness files.",
+    )
+    config.add_mps_arguments(p)
+    p.add_argument(
+        "--control-program",
+        default=os.environ.get("MPS_CONTROL_PROGRAM", mps.CONTROL_PROGRAM),
+        metavar="PATH",
+        help=f"the MPS control program [env MPS_CONTROL_PROGRAM] (default {mps.CONTROL_PROGRAM})",
+    )
+    p.add_argument(
+        "--nvidia-smi",
+        default=os.environ.get("NVIDIA_SMI", mps.NVIDIA_SMI),
+        metavar="COMMAND",
+        help="command that sets compute modes, '' to leave them alone [env NVIDIA_SMI] (default nvidia-smi)",
+    )
+    return p
+
+
+class _Signals:
+    def __init__(self) -> None:
+        self.stop = False
+        self.restart = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGHUP:
+            self.restart = True
+        else:
+            self.stop = True
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        sigs = (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)
+        previous = {sig: signal.signal(sig, self) for sig in sigs}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _load(args: argparse.Namespace, env: Mapping[str, str]) -> Config:
+    cfg = config.load_mps(args, env)
+    config.validate_flags(cfg)
+    if cfg.sharing_strategy == "mps" and not cfg.flags.mps_root:
+        raise ConfigError("unable to validate flags: using MPS requires --mps-root to be specified")
+    return cfg
+
+
+def _daemons(cfg: Config, args: argparse.Namespace) -> list[mps.Daemon]:
+    """Raises ResourceMapError / GpuError when the machine cannot be shared as configured."""
+    from kubegpu.gpu import profiles
+    from kubegpu.gpu.backends import open_backend
+
+    if cfg.options.machine is not None:
+        machine = profiles.load(cfg.options.machine)
+    else:
+        backend = open_backend(None, driver_root=cfg.flags.nvidia_driver_root)
+        try:
+            machine = backend.discover()
+        finally:
+            backend.close()
+    resources = resource_map.build(machine, cfg)
+    plans = mps.plan(resources, machine, Path(cfg.flags.mps_root or "/"))
+    smi = shlex.split(args.nvidia_smi)
+    return [mps.Daemon(p, control=args.control_program, nvidia_smi=smi) for p in plans]
+
+
+def _start(daemons: list[mps.Daemon], root: Path) -> None:
+    started: list[mps.Daemon] = []
+    try:
+        for daemon in daemons:
+            daemon.start()
+            started.append(daemon)
+    except mps.MpsError:
+        _stop(started, root)
+        raise
+    if daemons:
+        mps.ready_file(root).touch()
+    log.info("MPS daemons ready", extra={"resources": [d.plan.resource for d in daemons]})
+
+
+def _stop(daemons: list[mps.Daemon], root: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        mps.ready_file(root).unlink()
+    for daemon in reversed(daemons):
+        try:
+            daemon.stop()
+        except mps.MpsError as exc:
+            log.error("MPS daemon did not stop cleanly", extra={"resource": daemon.plan.resource, "error": str(exc)})
+
+
+def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
+    from kubegpu.gpu import errors
+
+    env = os.environ if environ is None else environ
+    args = parser().parse_args(argv)
+    signals = _Signals()
+    with signals.installed():
+        while True:
+            try:
+                cfg = _load(args, env)
+                daemons = _daemons(cfg, args)
+            except (ConfigError, errors.ProfileError) as exc:
+                print(f"kubegpu mps-daemon: error: {exc}", file=sys.stderr)
+                return 2
+            except (resource_map.ResourceMapError, errors.GpuError) as exc:
+                print(f"kubegpu mps-daemon: {exc}", file=sys.stderr)
+                return 1
+            root = Path(cfg.flags.mps_root or "/")
+            if not daemons:
+                log.info("no resource is shared with MPS; nothing to start")
+            try:
+                _start(daemons, root)
+            except mps.MpsError as exc:
+                print(f"kubegpu mps-daemon: {exc}", file=sys.stderr)
+                return 1
+            while not (signals.stop or signals.restart):
+                time.sleep(0.1)
+            _stop(daemons, root)
+            if signals.stop:
+                return 0
+            signals.restart = False
+            log.info("restarting MPS daemons (SIGHUP)")
