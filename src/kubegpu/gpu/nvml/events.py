@@ -189,7 +189,10 @@ class EventWatcher:
     def _run(self) -> None:
         backoff = BACKOFF_MIN_S
         event_set: Any = None
-        self._find_lost()
+        try:
+            self._find_lost()
+        except Exception:  # a probe failing oddly must not keep the watcher from watching
+            log.exception("nvml lost-GPU probe failed")
         while not self._stop.is_set():
             try:
                 if event_set is None:
