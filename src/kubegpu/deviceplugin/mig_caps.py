@@ -13,6 +13,7 @@ device. :func:`read` is the one function that touches the file system; the rest 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -76,8 +77,12 @@ def parse(text: str) -> MigMinors:
     return MigMinors(config=config, monitor=monitor, gi=gi, ci=ci)
 
 
+@functools.cache
 def driver_layout(max_gpus: int = 32) -> MigMinors:
-    """The numbering the driver uses: config 1, monitor 2, then per GPU minor and GI: the GI, then its CIs."""
+    """The numbering the driver uses: config 1, monitor 2, then per GPU minor and GI: the GI, then its CIs.
+
+    Cached: the table is the same every time (and must not be mutated by callers).
+    """
     gi: dict[tuple[int, int], int] = {}
     ci: dict[tuple[int, int, int], int] = {}
     minor = 3
