@@ -132,3 +132,23 @@ def test_the_inspection_command_prints_the_inventory_or_one_error_line(node: har
     assert missing.returncode == 1
     assert missing.stderr.startswith("nvml: libnvidia-ml.so.1 not found; looked in: ")
     assert missing.stderr.count("\n") == 1
+
+
+def test_the_fake_library_takes_a_shipped_profile_name_and_exports_it_itself(
+    node: harness.FakeNode, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    env.update(node.env)
+    env.update({"KUBEGPU_FAKE_NVML_PROFILE": "hgx-h200", "KUBEGPU_FAKE_NVML_PYTHON": sys.executable})
+    args = [sys.executable, "-c", PROBE, str(node.driver_root), str(tmp_path / "none"), str(node.sysfs_root)]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(done.stdout.strip().splitlines()[-1])["gpus"] == 8
+
+
+def test_a_malformed_machine_file_fails_nvml_init_and_says_where(node: harness.FakeNode, tmp_path: Path) -> None:
+    node.profile_json.write_text('{"gpus": [1, 2,, 3]}')
+    env = {**{k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}, **node.env}
+    args = [sys.executable, "-c", PROBE, str(node.driver_root), str(tmp_path / "none"), str(node.sysfs_root)]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(done.stdout.strip().splitlines()[-1])["code"] == decode.ERROR_UNKNOWN
+    assert f"{node.profile_json}: JSON error at offset 15" in done.stderr
