@@ -112,6 +112,10 @@ def test_a_machine_without_gpus_is_an_error_naming_the_library(tmp_path: Path, f
     node.profile_json.write_text(json.dumps(data))
     result = probe(node, node.driver_root, tmp_path / "no-container-root")
     assert result["error"] == f"NVML found no GPUs (library {node.library_dir / decode.LIBRARY_NAME})"
+    assert result["searched"] == [f"{tmp_path}/no-container-root{d}/libnvidia-ml.so.1" for d in decode.LIBRARY_DIRS] + [
+        f"{node.driver_root}/usr/lib64/libnvidia-ml.so.1",
+        f"{node.driver_root}/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+    ]
 
 
 def test_the_inspection_command_prints_the_inventory_or_one_error_line(node: harness.FakeNode, tmp_path: Path) -> None:

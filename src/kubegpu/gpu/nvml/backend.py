@@ -18,6 +18,7 @@ import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from kubegpu.gpu import errors
 from kubegpu.gpu.backend import HealthEvent
 from kubegpu.gpu.model import Machine
 from kubegpu.gpu.nvml import discovery, library
@@ -74,7 +75,11 @@ class NvmlBackend:
     def _read(self) -> discovery.Inventory:
         with self._lock:
             session = self._start()
-            self._inventory = discovery.discover(session.library, Path(self.sysfs_root))
+            try:
+                self._inventory = discovery.discover(session.library, Path(self.sysfs_root))
+            except errors.NvmlUnavailable as exc:
+                exc.searched = exc.searched or session.searched  # where the library in use was found
+                raise
             return self._inventory
 
     def _current(self) -> discovery.Inventory:
