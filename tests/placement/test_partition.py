@@ -186,6 +186,17 @@ def test_on_16_gpu_profiles_answers_equal_exhaustive_search_on_up_to_12_free(pro
         _check_against_reference(topology, (available, must, size), rng.choice(["best-effort", "topology"]))
 
 
+@pytest.mark.parametrize("must", [[], [0], [5], [3, 9], [2, 6, 9]], ids=["none", "lowest", "one", "two", "three"])
+def test_when_every_pair_ties_the_first_split_in_upstream_order_wins(must: list[int]) -> None:
+    # Uniform weights make every split optimal: only upstream's enumeration order decides (10 GPUs, all sizes).
+    w = tuple(tuple(0 if i == j else 10 for j in range(10)) for i in range(10))
+    for size in range(max(1, len(must)), 11):
+        fast = partition.solve(w, range(10), must, size)
+        slow = reference.best_effort(w, list(range(10)), must, size)
+        assert slow is not None
+        assert (fast.chosen, fast.partition) == (slow.chosen, _strip(slow.partition)), size
+
+
 @settings(max_examples=200, deadline=None)
 @given(data=st.data(), topology=topologies(max_gpus=8))
 def test_order_of_available_never_changes_the_answer(data: st.DataObject, topology: Topology) -> None:

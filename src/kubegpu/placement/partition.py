@@ -310,9 +310,11 @@ def _constrained(t: Tables, table: Array, cur: int, need: int, size: int) -> tup
             goal = optimum - scores[rest]
             pool = _bits(cur & ~need & ~low)
             for k in _sizes(cur.bit_count(), size):
-                if k - 1 > len(pool):
+                if k - 1 > len(pool) or k + size > cur.bit_count():  # S and T must both fit
                     continue
                 firsts = _subsets(low, pool, k)
+                if pick is not None:  # only sets before the best one found so far can still win
+                    firsts = firsts[rev[firsts] > rev[pick]]
                 step = max(1, _CHUNK // len(rest))
                 for start in range(0, len(firsts), step):
                     block = firsts[start : start + step, None]

@@ -31,16 +31,28 @@ DEFAULT_SHARED_POLICY = DISTRIBUTED
 
 
 def pair_weights(policy: str, topology: Topology) -> weights_.Matrix:
-    """The pair weights a whole-GPU policy optimises on ``topology``."""
-    if policy == BEST_EFFORT:
-        return weights_.best_effort(topology)
-    if policy == TOPOLOGY:
-        return weights_.topology_aware(topology)
-    if policy in SHARED_POLICIES:
-        raise errors.PlacementError(
-            f"policy {policy!r} places replicas and MIG devices; whole GPUs use {' or '.join(WHOLE_GPU_POLICIES)}"
-        )
-    raise errors.PlacementError(f"unknown placement policy {policy!r} (choose from {', '.join(POLICIES)})")
+    """The pair weights a whole-GPU policy optimises on ``topology`` (cached per topology object)."""
+    if policy not in WHOLE_GPU_POLICIES:
+        if policy in SHARED_POLICIES:
+            raise errors.PlacementError(
+                f"policy {policy!r} places replicas and MIG devices; whole GPUs use {' or '.join(WHOLE_GPU_POLICIES)}"
+            )
+        raise errors.PlacementError(f"unknown placement policy {policy!r} (choose from {', '.join(POLICIES)})")
+    # A caller passes the same Topology object on every request; hashing one costs more than a small
+    # request's whole answer, so the recent ones are remembered by identity (the entry keeps it alive).
+    key = (policy, id(topology))
+    hit = _recent.get(key)
+    if hit is not None and hit[0] is topology:
+        return hit[1]
+    matrix = weights_.best_effort(topology) if policy == BEST_EFFORT else weights_.topology_aware(topology)
+    if len(_recent) >= _RECENT:
+        _recent.pop(next(iter(_recent)))
+    _recent[key] = (topology, matrix)
+    return matrix
+
+
+_RECENT = 32
+_recent: dict[tuple[str, int], tuple[Topology, weights_.Matrix]] = {}
 
 
 def solve(
