@@ -580,3 +580,32 @@ def test_gfd_flags_use_their_own_env_names() -> None:
     cfg = config.load_gfd(parser.parse_args(["-o", "-"]), {"GFD_MIG_STRATEGY": "mixed", "MIG_STRATEGY": "single"})
     assert cfg.flags.gfd.output_file == "-"
     assert cfg.flags.mig_strategy == "mixed"
+
+
+QUIET = [
+    ("bare_seconds_flag", ["--health-recovery-quiet-period", "300"], {}, None, 300.0),
+    ("go_duration_flag", ["--health-recovery-quiet-period", "1m30s"], {}, None, 90.0),
+    ("fractional_seconds_env", [], {"HEALTH_RECOVERY_QUIET_PERIOD": "2.5"}, None, 2.5),
+    ("zero_means_recovery_only", ["--health-recovery-quiet-period", "0"], {}, None, 0.0),
+    ("file_number_is_seconds", [], {}, "flags: {plugin: {healthRecoveryQuietPeriod: 60}}", 60.0),
+    ("default_five_minutes", [], {}, None, 300.0),
+]
+
+
+@pytest.mark.parametrize(("argv", "env", "text", "seconds"), [q[1:] for q in QUIET], ids=[q[0] for q in QUIET])
+def test_quiet_period_takes_seconds_or_a_go_duration(
+    tmp_path: Path, argv: list[str], env: dict[str, str], text: str | None, seconds: float
+) -> None:
+    cfg = with_file(tmp_path, text or "", argv, env)
+    assert cfg.flags.plugin.quiet_period_s == seconds
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("infinite", "'infinite' is not allowed here"), ("-5s", "is negative"), ("soon", 'invalid duration "soon"')],
+    ids=["infinite", "negative", "garbage"],
+)
+def test_bad_quiet_periods_are_refused(value: str, message: str) -> None:
+    with pytest.raises((ConfigError, SystemExit)) as info:
+        load([], {"HEALTH_RECOVERY_QUIET_PERIOD": value})
+    assert message in str(info.value)

@@ -175,7 +175,7 @@ class Config(BaseModel):
 
 # --- the flag table -------------------------------------------------------------------------
 
-Kind = Literal["str", "bool", "list", "intlist", "duration", "path"]
+Kind = Literal["str", "bool", "list", "intlist", "duration", "seconds", "path"]
 
 
 @dataclass(frozen=True)
@@ -284,9 +284,10 @@ PLUGIN_FLAGS: tuple[FlagSpec, ...] = (
     _f("allocation_policy", "--allocation-policy", "ALLOCATION_POLICY", "str",
        "kubegpu: best-effort | topology | distributed | packed "
        "(default: topology for whole GPUs, the shared policy for replicas)", "flags.plugin.allocationPolicy"),
-    _f("health_recovery_quiet_period", "--health-recovery-quiet-period", "HEALTH_RECOVERY_QUIET_PERIOD", "duration",
-       f"kubegpu: an unhealthy device becomes Healthy again after this long without a new event; "
-       f"0s = only on a recovery signal (default {DEFAULT_QUIET_PERIOD})", "flags.plugin.healthRecoveryQuietPeriod"),
+    _f("health_recovery_quiet_period", "--health-recovery-quiet-period", "HEALTH_RECOVERY_QUIET_PERIOD", "seconds",
+       f"kubegpu: an unhealthy device becomes Healthy again after this long without a new event: seconds (300) "
+       f"or a Go duration (5m); 0 = only on a recovery signal (default {DEFAULT_QUIET_PERIOD})",
+       "flags.plugin.healthRecoveryQuietPeriod"),
     _f("cdi_spec_dir", "--cdi-spec-dir", "CDI_SPEC_DIR", "path",
        f"kubegpu: where CDI specs are written (default {DEFAULT_CDI_SPEC_DIR})"),
 )  # fmt: skip
@@ -385,6 +386,13 @@ def _duration_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _seconds_arg(text: str) -> str:
+    try:
+        return config_model.normalise_seconds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _intlist_item(text: str) -> list[int]:
     try:
         return [int(x) for x in _split(text)]
@@ -397,6 +405,7 @@ def _split(text: str) -> list[str]:
 
 
 _METAVAR = {
+    "seconds": "DURATION",
     "str": "VALUE",
     "bool": "true|false",
     "list": "LIST",
@@ -420,6 +429,8 @@ def add_flags(parser: argparse.ArgumentParser, specs: Sequence[FlagSpec]) -> Non
             parser.add_argument(*spec.names, action="append", type=_intlist_item, **common)
         elif spec.kind == "duration":
             parser.add_argument(*spec.names, type=_duration_arg, **common)
+        elif spec.kind == "seconds":
+            parser.add_argument(*spec.names, type=_seconds_arg, **common)
         else:
             parser.add_argument(*spec.names, **common)
 
@@ -466,6 +477,8 @@ def _env_value(spec: FlagSpec, environ: Mapping[str, str]) -> tuple[str, Any] | 
                 return name, [int(x) for x in _split(raw)]
             if spec.kind == "duration":
                 return name, config_model.normalise_duration(raw, allow_infinite=True)
+            if spec.kind == "seconds":
+                return name, config_model.normalise_seconds(raw)
         except ValueError as exc:
             raise ConfigError(f"env {name}: {exc}") from None
         return name, raw

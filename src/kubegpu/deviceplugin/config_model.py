@@ -157,6 +157,17 @@ def normalise_duration(value: Any, *, allow_infinite: bool) -> str:
     raise ValueError(f"invalid duration {value!r}: expected a duration string like 60s")
 
 
+def normalise_seconds(value: Any) -> str:
+    """kubegpu's own durations: a bare number is seconds (``300``, ``"2.5"``), else as :func:`normalise_duration`."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0 or value != value or value == math.inf:
+            raise ValueError(f"invalid duration {value!r}: must be a finite number of seconds >= 0")
+        return format_duration_ns(round(value * 1e9))
+    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]+(\.[0-9]*)?\s*", value):
+        return format_duration_ns(round(float(value) * 1e9))
+    return normalise_duration(value, allow_infinite=False)
+
+
 def duration_seconds(value: str) -> float:
     """Seconds of a canonical duration; ``math.inf`` for ``infinite``."""
     if value == INFINITE:
@@ -388,7 +399,7 @@ class PluginFileFlags(BaseModel):
     @field_validator("health_recovery_quiet_period", mode="before")
     @classmethod
     def _quiet(cls, value: Any) -> Any:
-        return None if value is None else normalise_duration(value, allow_infinite=True)
+        return None if value is None else normalise_seconds(value)
 
 
 class GfdFileFlags(BaseModel):
