@@ -609,3 +609,9 @@ def test_bad_quiet_periods_are_refused(value: str, message: str) -> None:
     with pytest.raises((ConfigError, SystemExit)) as info:
         load([], {"HEALTH_RECOVERY_QUIET_PERIOD": value})
     assert message in str(info.value)
+
+
+def test_registration_retry_interval_is_a_command_line_option() -> None:
+    assert load().options.retry_interval_s == 30.0
+    assert load(["--registration-retry-interval", "2.5"]).options.retry_interval_s == 2.5
+    assert load([], {"REGISTRATION_RETRY_INTERVAL": "1m"}).options.retry_interval_s == 60.0

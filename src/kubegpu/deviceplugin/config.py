@@ -142,6 +142,12 @@ class Options(BaseModel):
     """kubegpu: a simulated machine profile instead of NVML."""
     fault_file: str | None = None
     """kubegpu: the simulated machine's fault journal."""
+    registration_retry_interval: str = "30s"
+    """kubegpu: wait after a failed start before starting every resource again (NVIDIA: 30 s)."""
+
+    @property
+    def retry_interval_s(self) -> float:
+        return config_model.duration_seconds(config_model.normalise_seconds(self.registration_retry_interval))
 
 
 class Config(BaseModel):
@@ -288,6 +294,9 @@ PLUGIN_FLAGS: tuple[FlagSpec, ...] = (
        f"kubegpu: an unhealthy device becomes Healthy again after this long without a new event: seconds (300) "
        f"or a Go duration (5m); 0 = only on a recovery signal (default {DEFAULT_QUIET_PERIOD})",
        "flags.plugin.healthRecoveryQuietPeriod"),
+    _f("registration_retry_interval", "--registration-retry-interval", "REGISTRATION_RETRY_INTERVAL", "seconds",
+       "kubegpu: after a failed start, start every resource again after this long: seconds or a Go duration "
+       "(default 30s, as NVIDIA)"),
     _f("cdi_spec_dir", "--cdi-spec-dir", "CDI_SPEC_DIR", "path",
        f"kubegpu: where CDI specs are written (default {DEFAULT_CDI_SPEC_DIR})"),
 )  # fmt: skip
