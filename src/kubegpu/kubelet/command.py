@@ -134,6 +134,9 @@ def main(argv: list[str]) -> int:
 
 
 def _run_daemon(args: argparse.Namespace) -> int:
+    # gRPC core prints its own INFO lines (e.g. a plugin's GOAWAY) to stderr, which would break our
+    # one-event-per-line logs; our logs already say what happened. Must be set before grpc loads.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     from kubegpu.kubelet import daemon, errors
 
     options = daemon.Options(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 from kubegpu.kubelet import errors, files, pod
@@ -25,7 +26,7 @@ class PodStore:
         self.path = path
         self._pods: dict[str, pod.Pod] = {}
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[pod.Pod]:
         return iter(list(self._pods.values()))
 
     def __len__(self) -> int:
