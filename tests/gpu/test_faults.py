@@ -84,6 +84,8 @@ def test_the_fold_keeps_lost_gpus_until_recovered_and_counts_ecc() -> None:
     )
     assert state.lost == {2}
     assert state.last_xid == {3: 79}
+    state.apply(faults.Fault(kind="recover", gpu=3))
+    assert state.last_xid == {}
     assert state.ecc_dbe == {4: 2} and state.ecc_sbe == {4: 1}
 
 

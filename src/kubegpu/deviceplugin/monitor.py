@@ -18,7 +18,7 @@ from typing import Protocol
 from kubegpu.deviceplugin import health
 from kubegpu.deviceplugin.resources import Resource
 from kubegpu.gpu.backend import GpuBackend, HealthEvent, HealthEventKind
-from kubegpu.gpu.command import xid_meaning
+from kubegpu.gpu.xid import meaning as xid_meaning
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from kubegpu.gpu import xid as xid_facts
 from kubegpu.gpu.backend import HealthEvent, HealthEventKind
 
 ENV_DISABLE = "DP_DISABLE_HEALTHCHECKS"
@@ -32,43 +33,10 @@ ENV_ENABLE = "DP_ENABLE_HEALTHCHECKS"
 #: XIDs NVIDIA treats as application errors, never as device failures.
 APPLICATION_XIDS: frozenset[int] = frozenset({13, 31, 43, 45, 68, 109})
 
-#: Short meanings for log lines (NVIDIA's XID catalogue, abridged).
-XID_MEANINGS: Mapping[int, str] = {
-    8: "GPU stopped responding (timeout)",
-    13: "graphics engine exception",
-    31: "GPU memory page fault",
-    32: "invalid or corrupted push buffer stream",
-    38: "driver firmware error",
-    43: "GPU stopped processing",
-    45: "preemptive cleanup, due to previous errors",
-    48: "double-bit ECC error",
-    61: "internal micro-controller breakpoint/warning",
-    62: "internal micro-controller halt",
-    63: "ECC page retirement or row remapping recorded",
-    64: "ECC page retirement or row remapper failure",
-    68: "video processor exception",
-    69: "graphics engine class error",
-    74: "NVLink error",
-    79: "GPU has fallen off the bus",
-    92: "high single-bit ECC error rate",
-    94: "contained ECC error",
-    95: "uncontained ECC error",
-    109: "context switch timeout",
-    119: "GSP RPC timeout",
-    120: "GSP error",
-    121: "C2C link corrected error",
-    140: "ECC unrecovered error",
-}
-
-
-def meaning(xid: int) -> str:
-    """A short meaning of ``xid`` for a log line (``unknown XID`` when not in the table)."""
-    return XID_MEANINGS.get(xid, "unknown XID")
-
-
-def describe(xid: int) -> str:
-    """``79 (GPU has fallen off the bus)``."""
-    return f"{xid} ({meaning(xid)})"
+#: What an XID means lives with the hardware facts; re-exported for the policy's callers.
+XID_MEANINGS = xid_facts.XID_MEANINGS
+meaning = xid_facts.meaning
+describe = xid_facts.describe
 
 
 @dataclass(frozen=True)

@@ -11,27 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from kubegpu.gpu import errors, faults, profiles
+from kubegpu.gpu import errors, faults, profiles, xid
 from kubegpu.gpu.model import Machine
-
-_XID_MEANINGS = {
-    13: "graphics engine exception",
-    31: "GPU memory page fault",
-    43: "GPU stopped processing",
-    45: "preemptive cleanup",
-    48: "double-bit ECC error",
-    63: "ECC page retirement or row remapping recorded",
-    64: "ECC page retirement or row remapper failure",
-    68: "video processor exception",
-    74: "NVLink error",
-    79: "GPU has fallen off the bus",
-    92: "high single-bit ECC error rate",
-    94: "contained ECC error",
-    95: "uncontained ECC error",
-    109: "context switch timeout",
-    119: "GSP RPC timeout",
-    120: "GSP error",
-}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -98,14 +79,9 @@ def main(argv: list[str]) -> int:
     else:
         fault = faults.Fault(kind="recover", gpu=gpu)
     faults.append(path, fault)
-    meaning = f" ({_XID_MEANINGS[fault.xid]})" if fault.xid in _XID_MEANINGS else ""
+    meaning = "" if fault.xid is None else f" ({xid.meaning(fault.xid)})"
     print(f"injected {fault.kind}{'' if fault.xid is None else f' {fault.xid}'}{meaning} on GPU {gpu} -> {path}")
     return 0
-
-
-def xid_meaning(xid: int) -> str:
-    """A short human meaning of an XID, or ``unknown XID``."""
-    return _XID_MEANINGS.get(xid, "unknown XID")
 
 
 def _gpu_index(machine: Machine, value: str) -> int | None:

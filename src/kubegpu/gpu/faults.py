@@ -147,7 +147,9 @@ class MachineState:
         if fault.kind == "lost":
             self.lost.add(fault.gpu)
         elif fault.kind == "recover":
+            # Recovery stands for a GPU reset: the driver forgets the GPU's last XID too.
             self.lost.discard(fault.gpu)
+            self.last_xid.pop(fault.gpu, None)
         elif fault.kind == "xid" and fault.xid is not None:
             self.last_xid[fault.gpu] = fault.xid
         elif fault.kind == "ecc-sbe":
