@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -136,7 +135,6 @@ class Endpoint:
         self.options = options
         #: time.monotonic() when the plugin disconnected (or the kubelet restarted); None while live.
         self.stopped_at = stopped_at
-        self.stopped_wall: float | None = time.time() if stopped_at is not None else None
 
     @classmethod
     def restored(cls, resource: str, now: float) -> Endpoint:
@@ -149,7 +147,6 @@ class Endpoint:
 
     def stop(self, now: float) -> None:
         self.stopped_at = now
-        self.stopped_wall = time.time()
 
     def grace_expired(self, now: float, grace_period: float) -> bool:
         return self.stopped_at is not None and now - self.stopped_at > grace_period

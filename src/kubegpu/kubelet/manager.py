@@ -117,7 +117,8 @@ class DeviceManager:
             healthy=state.ordered(state.healthy),
             unhealthy=state.ordered(state.unhealthy),
         )
-        self._write_checkpoint_logged()
+        # Published before the write: watchers learn of a health change without waiting for fsync.
+        self.write_checkpoint_logged()
 
     def sweep(self) -> list[str]:
         """``GetCapacity``'s clean-up: drop resources whose endpoint stopped more than the grace period ago."""
@@ -133,7 +134,7 @@ class DeviceManager:
             self.removed.add(resource)
             log.info("resource removed after its grace period", extra={"resource": resource})
         if gone:
-            self._write_checkpoint_logged()
+            self.write_checkpoint_logged()
             self.events.publish("removed", resources=gone)
         return gone
 
@@ -164,7 +165,7 @@ class DeviceManager:
     def write_checkpoint(self) -> None:
         files.write_atomic(self.checkpoint_file, checkpoint.encode(self.checkpoint()))
 
-    def _write_checkpoint_logged(self) -> None:
+    def write_checkpoint_logged(self) -> None:
         try:
             self.write_checkpoint()
         except OSError as exc:

@@ -122,7 +122,7 @@ class Node:
                 manager.allocated = manager.pod_devices.devices()
                 self.affinities = saved_affinities
                 if calls:
-                    manager.write_checkpoint()
+                    manager.write_checkpoint_logged()
                 if isinstance(exc, errors.TopologyAffinityError):
                     reason, message = TOPOLOGY_AFFINITY_ERROR, str(exc)
                 else:
@@ -241,10 +241,7 @@ class Node:
             self.manager.devices_to_reuse.pop(pod.uid, None)
             self.affinities = {k: v for k, v in self.affinities.items() if k[0] != pod.uid}
             self.manager.update_allocated_devices()
-            try:
-                self.manager.write_checkpoint()
-            except OSError as exc:
-                log.error("error on writing checkpoint", extra={"error": str(exc)})
+            self.manager.write_checkpoint_logged()
             log.info("pod deleted", extra={"pod": pod.key, "uid": pod.uid})
             self.events.publish("deleted", pod=_pod_ref(pod))
             return {"deleted": _pod_ref(pod), "freed": freed}
