@@ -382,3 +382,27 @@ async def test_single_numa_node_policy_aligns_devices_and_rejects_what_cannot_al
         "TopologyAffinityError",
         "Resources cannot be allocated with Topology locality",
     )
+
+
+async def test_a_failure_on_a_containers_second_resource_takes_its_first_back_out_of_the_checkpoint(
+    emulator: Daemon, start_stub: StubFactory
+) -> None:
+    a = await start_stub("example.com/a", devices(1, prefix="a"), endpoint="a.sock")
+    b = await start_stub("example.com/b", devices(1, prefix="b"), endpoint="b.sock")
+    b.fail_allocate = (grpc.StatusCode.INTERNAL, "b is broken")
+    await eventually(
+        lambda: capacity(emulator, "example.com/a") == (1, 1) and capacity(emulator, "example.com/b") == (1, 1)
+    )
+    p = pod.parse(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {"example.com/a": 1, "example.com/b": 1}}}]},
+        }
+    )
+    with pytest.raises(errors.ControlError, match="b is broken"):
+        await emulator.node.admit(p)
+    assert a.calls.allocate == [["a-0"]]
+    assert checkpoint_entries(emulator) == []
+    assert held(emulator) == {"example.com/a": [], "example.com/b": []}

@@ -97,7 +97,11 @@ class PluginClient:
         self._stream = stream
         try:
             async for response in stream:
-                on_message(self, [device_from_proto(d) for d in response.devices])
+                try:
+                    on_message(self, [device_from_proto(d) for d in response.devices])
+                except Exception:
+                    # A bug in handling one message must not look like the plugin going away.
+                    log.exception("cannot apply ListAndWatch message", extra={"resource": self.resource})
             log.info("ListAndWatch ended", extra={"resource": self.resource, "client": self.id, "reason": "EOF"})
         except grpc.aio.AioRpcError as exc:
             log.info(

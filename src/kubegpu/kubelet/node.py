@@ -112,17 +112,22 @@ class Node:
             saved_affinities = dict(self.affinities)
             manager.pending_pod = pod.uid
             calls = 0
+            rpcs_before = manager.allocate_calls
             try:
                 for container in pod.all_containers():
                     affinity = self._topology_admit(pod, container)
                     calls += await manager.allocate(pod, container, affinity)
-            except (errors.AllocationError, errors.TopologyAffinityError) as exc:
+            except BaseException as exc:
+                # Whatever went wrong, a pod that is not admitted leaves no trace.
                 manager.pod_devices.restore_pod(pod.uid, saved)
                 manager.devices_to_reuse = saved_reuse
                 manager.allocated = manager.pod_devices.devices()
                 self.affinities = saved_affinities
-                if calls:
+                if manager.allocate_calls != rpcs_before:
+                    # An Allocate that succeeded wrote its entry to the checkpoint: take it out again.
                     manager.write_checkpoint_logged()
+                if not isinstance(exc, errors.AllocationError | errors.TopologyAffinityError):
+                    raise
                 if isinstance(exc, errors.TopologyAffinityError):
                     reason, message = TOPOLOGY_AFFINITY_ERROR, str(exc)
                 else:
