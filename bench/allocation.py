@@ -159,7 +159,8 @@ def prepare_all() -> dict[int, float]:
             policies.prepare(policy, topology)
             ms = (time.perf_counter() - start) * 1e3
             worst[topology.size] = max(worst.get(topology.size, 0.0), ms)
-            print(f"{name:<12} {policy:<11} {ms:>8.1f} ms")
+            mib = partition.tables(policies.pair_weights(policy, topology)).nbytes / 2**20
+            print(f"{name:<12} {policy:<11} {ms:>8.1f} ms  {mib:5.2f} MiB of tables")
     return worst
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import random
+import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -154,11 +156,11 @@ def test_where_upstream_would_return_the_padded_set_the_best_full_set_is_returne
 
 
 def _check_against_reference(
-    topology: Topology, request: tuple[list[int], list[int], int], policy_weights: str
+    topology: Topology, request: tuple[list[int], list[int], int], policy_weights: str, vectorised: bool | None = None
 ) -> None:
     available, must, size = request
     w = weights.best_effort(topology) if policy_weights == "best-effort" else weights.topology_aware(topology)
-    fast = partition.solve(w, available, must, size)
+    fast = partition.solve(w, available, must, size, vectorised=vectorised)
     slow = reference.best_effort(w, sorted(available), must, size)
     assert slow is not None
     assert fast.chosen == slow.chosen
@@ -167,11 +169,17 @@ def _check_against_reference(
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), topology=topologies(max_gpus=8), policy_weights=st.sampled_from(["best-effort", "topology"]))
+@given(
+    data=st.data(),
+    topology=topologies(max_gpus=8),
+    policy_weights=st.sampled_from(["best-effort", "topology"]),
+    vectorised=st.booleans(),
+)
 def test_on_up_to_8_gpus_the_answer_and_partition_equal_exhaustive_search(
-    data: st.DataObject, topology: Topology, policy_weights: str
+    data: st.DataObject, topology: Topology, policy_weights: str, vectorised: bool
 ) -> None:
-    _check_against_reference(topology, data.draw(requests(topology.size)), policy_weights)
+    # Both table engines: plain Python (what nodes of up to 12 GPUs use) and numpy (what larger ones use).
+    _check_against_reference(topology, data.draw(requests(topology.size)), policy_weights, vectorised)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -186,12 +194,13 @@ def test_on_16_gpu_profiles_answers_equal_exhaustive_search_on_up_to_12_free(pro
         _check_against_reference(topology, (available, must, size), rng.choice(["best-effort", "topology"]))
 
 
+@pytest.mark.parametrize("vectorised", [False, True], ids=["plain", "numpy"])
 @pytest.mark.parametrize("must", [[], [0], [5], [3, 9], [2, 6, 9]], ids=["none", "lowest", "one", "two", "three"])
-def test_when_every_pair_ties_the_first_split_in_upstream_order_wins(must: list[int]) -> None:
+def test_when_every_pair_ties_the_first_split_in_upstream_order_wins(must: list[int], vectorised: bool) -> None:
     # Uniform weights make every split optimal: only upstream's enumeration order decides (10 GPUs, all sizes).
     w = tuple(tuple(0 if i == j else 10 for j in range(10)) for i in range(10))
     for size in range(max(1, len(must)), 11):
-        fast = partition.solve(w, range(10), must, size)
+        fast = partition.solve(w, range(10), must, size, vectorised=vectorised)
         slow = reference.best_effort(w, list(range(10)), must, size)
         assert slow is not None
         assert (fast.chosen, fast.partition) == (slow.chosen, _strip(slow.partition)), size
@@ -228,3 +237,14 @@ def test_more_than_sixteen_gpus_is_refused_with_a_clear_error() -> None:
     w = tuple(tuple(0 if i == j else 10 for j in range(17)) for i in range(17))
     with pytest.raises(errors.PlacementError, match="at most 16 GPUs per node, this one has 17"):
         partition.solve(w, range(17), [], 2)
+
+
+def test_placing_on_an_8_gpu_node_never_loads_numpy() -> None:
+    # The device plugin imports placement; numpy would cost it ~16 MiB and ~0.2 s on every node.
+    code = (
+        "import sys; from kubegpu import placement; from kubegpu.gpu import profiles; "
+        "t = profiles.load('dgx-a100').topology; placement.prepare('topology', t); "
+        "print(placement.pick('topology', t, range(8), [3], 4), 'numpy' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.split("]")[-1].strip() == "False"

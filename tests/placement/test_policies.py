@@ -94,6 +94,6 @@ def test_prepare_fills_every_residue_table_a_later_request_may_read() -> None:
     tables = partition.tables(weights.best_effort(topology))
     # Asking only for residue 0 returns the table; masks of every other popcount are already filled (not -1).
     for size in range(2, 5):
-        table, _ = tables.best(size, 0)
+        table = tables.best(size, 0)
         assert all(int(table[(1 << k) - 1]) >= 0 for k in range(5))
     assert placement.pick("best-effort", topology, range(4), [], 2) == [0, 1]

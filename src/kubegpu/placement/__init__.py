@@ -2,8 +2,9 @@
 
 Pure policies over a node's topology, used by the device plugin's
 GetPreferredAllocation and by the scheduler. Imports only :mod:`kubegpu.gpu`
-(and numpy); no I/O, no gRPC, no clocks, no threads — the only state is a
-cache of per-topology tables that never changes an answer.
+(and numpy, lazily, for nodes of more than 12 GPUs); no I/O, no gRPC, no
+clocks, no threads — the only state is a cache of per-topology tables that
+never changes an answer.
 
 The API (everything else is internal)::
 
@@ -27,6 +28,7 @@ Policy names: ``WHOLE_GPU_POLICIES``, ``SHARED_POLICIES``, ``POLICIES``,
 
 Modules: :mod:`~kubegpu.placement.weights` (pair weights per policy),
 :mod:`~kubegpu.placement.partition` (the exact, fast best-effort solver),
+:mod:`~kubegpu.placement.vectorised` (its numpy tables for 13-16 GPUs),
 :mod:`~kubegpu.placement.reference` (the literal, slow enumeration it is
 tested against), :mod:`~kubegpu.placement.shared` (distributed/packed),
 :mod:`~kubegpu.placement.policies` (this API), :mod:`~kubegpu.placement.command`
