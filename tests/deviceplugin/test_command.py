@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -26,28 +27,87 @@ def kubegpu(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     )
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--machine", "no-such-machine"], "--machine 'no-such-machine'"),
-        (["--health-recovery-quiet-period", "-1"], "--health-recovery-quiet-period must be a finite number"),
-        (["--registration-retry-interval", "soon"], "--registration-retry-interval needs a number of seconds"),
-        (["--kubelet-socket", ""], "--kubelet-socket (KUBELET_SOCKET) must not be empty"),
-        (["--kubelet-socket", "/tmp/dir/"], "needs the socket file's path"),
-        (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
-    ],
-    ids=["unknown-machine", "negative-quiet-period", "bad-retry", "empty-socket", "directory-socket", "unknown-flag"],
-)
+BAD_INPUT = [
+    ("unknown-machine", ["--machine", "no-such-machine"], "--machine 'no-such-machine'"),
+    ("negative-quiet-period", ["--health-recovery-quiet-period", "-1"], "must be a finite number of seconds >= 0"),
+    ("bad-retry", ["--registration-retry-interval", "soon"], 'time: invalid duration "soon"'),
+    ("directory-socket", ["--kubelet-socket", "/tmp/dir/"], "needs the socket file's path"),
+    ("unknown-flag", ["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    ("unknown-mig-strategy", ["--mig-strategy", "bogus"], "unable to validate flags: unknown MIG strategy: bogus"),
+    (
+        "bad-list-strategy",
+        ["--device-list-strategy", "env"],
+        "invalid --device-list-strategy option: invalid strategy: env",
+    ),
+    ("bad-metrics-listen", ["--metrics-listen", "nope"], "invalid --metrics-listen option: 'nope' is not HOST:PORT"),
+    ("bad-policy", ["--allocation-policy", "spread"], "invalid --allocation-policy option: spread"),
+    ("bad-bool", ["--pass-device-specs=maybe"], 'could not parse "maybe" as bool value'),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), [r[1:] for r in BAD_INPUT], ids=[r[0] for r in BAD_INPUT])
 def test_bad_input_exits_two_naming_the_problem(args: list[str], message: str) -> None:
     result = kubegpu("plugin", *args)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
 
 
+CONFIG_ERRORS = [
+    ("typo", "sharing: {timeSlicing: {resources: [{name: gpu, replica: 4}]}}",
+     "sharing.timeSlicing.resources[0].replica: unknown key"),
+    ("one-replica", "sharing: {timeSlicing: {resources: [{name: gpu, replicas: 1}]}}",
+     "sharing.timeSlicing.resources[0].replicas: number of replicas must be >= 2"),
+    ("mps-without-root", "sharing: {mps: {resources: [{name: gpu, replicas: 2}]}}",
+     "unable to validate flags: using MPS requires --mps-root to be specified"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "message"), [r[1:] for r in CONFIG_ERRORS], ids=[r[0] for r in CONFIG_ERRORS])
+def test_a_bad_config_file_exits_two_in_one_line_naming_the_key_and_the_rule(
+    text: str, message: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    for extra in ([], ["--print-config"]):
+        result = kubegpu("plugin", "--config-file", str(path), "--machine", "dgx-a100", *extra)
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("kubegpu plugin: error: ") and message in line
+
+
+def test_print_config_prints_the_effective_config_with_precedence_and_exits(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("flags: {migStrategy: single, plugin: {deviceIDStrategy: index, passDeviceSpecs: true}}")
+    env = {**os.environ, "MIG_STRATEGY": "mixed", "CONFIG_FILE": str(path)}
+    result = kubegpu("plugin", "--print-config", "--pass-device-specs=false", env=env)
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    # flag > env > file > default
+    assert printed["flags"]["plugin"]["passDeviceSpecs"] is False
+    assert printed["flags"]["migStrategy"] == "mixed"
+    assert printed["flags"]["plugin"]["deviceIDStrategy"] == "index"
+    assert printed["flags"]["plugin"]["deviceListStrategy"] == ["envvar"]
+    again = tmp_path / "again.json"
+    again.write_text(result.stdout)
+    assert json.loads(kubegpu("plugin", "--print-config", "--config-file", str(again)).stdout) == printed
+
+
 def test_help_lists_the_plugin_flags() -> None:
     result = kubegpu("plugin", "--help")
     assert result.returncode == 0
-    for flag in ("--kubelet-socket", "--machine", "--fault-file", "--health-recovery-quiet-period"):
+    for flag in (
+        "--kubelet-socket",
+        "--machine",
+        "--fault-file",
+        "--health-recovery-quiet-period",
+        "--config-file",
+        "--mig-strategy",
+        "--device-list-strategy",
+        "--fail-on-init-error",
+        "--allocation-policy",
+        "--metrics-listen",
+        "--print-config",
+    ):
         assert flag in result.stdout
 
 
@@ -55,7 +115,8 @@ def test_without_machine_and_without_nvml_it_exits_one_saying_why(sock_dir: Path
     result = kubegpu("plugin", "--kubelet-socket", str(sock_dir / "kubelet.sock"))
     assert result.returncode == 1
     assert 'msg="cannot start"' in result.stderr
-    assert "nvml" in result.stderr.lower() and "--machine PROFILE" in result.stderr
+    assert "libnvidia-ml.so.1 not found; looked in: /driver-root/usr/lib64/libnvidia-ml.so.1" in result.stderr
+    assert "--machine PROFILE" in result.stderr
 
 
 Spawn = Callable[..., Coroutine[Any, Any, asyncio.subprocess.Process]]
@@ -164,3 +225,54 @@ async def test_faults_from_the_fault_cli_reach_the_kubelet_and_recovery_heals(
     assert (
         'msg="device unhealthy"' in stderr and "xid=79" in stderr and 'meaning="GPU has fallen off the bus"' in stderr
     )
+
+
+def test_nvml_failing_with_fail_on_init_error_false_waits_saying_why_and_exits_zero_on_sigterm(
+    sock_dir: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "kubegpu", "--log-format", "json", "plugin", "--fail-on-init-error=false"),
+            *("--kubelet-socket", str(sock_dir / "kubelet.sock"), "--driver-root", str(sock_dir / "no-driver")),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stderr is not None
+        lines = []
+        for line in process.stderr:  # until the plugin says it waits; a crash ends the loop
+            lines.append(json.loads(line))
+            if lines[-1]["msg"] == "No devices found. Waiting indefinitely.":
+                break
+        waiting = lines[-1]
+        assert waiting["msg"] == "No devices found. Waiting indefinitely.", lines
+        assert "libnvidia-ml.so.1 not found" in waiting["error"]
+        assert str(sock_dir / "no-driver" / "usr/lib64/libnvidia-ml.so.1") in waiting["error"]
+        assert process.poll() is None
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(DEADLINE_S) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+async def test_the_effective_config_is_logged_once_as_json_at_start(
+    kubelet: FakeKubelet, spawn: Spawn, tmp_path: Path
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("sharing: {timeSlicing: {renameByDefault: true, resources: [{name: gpu, replicas: 2}]}}")
+    process = await spawn("--config-file", str(path))
+    entry = await kubelet.wait_registrations(1, DEADLINE_S)
+    assert entry.resource == "nvidia.com/gpu.shared"
+    process.send_signal(signal.SIGTERM)
+    code, stderr = await wait_exit(process)
+    assert code == 0
+    logged = [line for line in stderr.splitlines() if 'msg="running with config"' in line]
+    assert len(logged) == 1
+    config_json = json.loads(json.loads(logged[0].split(" config=", 1)[1]))
+    assert config_json["sharing"]["timeSlicing"]["resources"][0]["rename"] == "nvidia.com/gpu.shared"

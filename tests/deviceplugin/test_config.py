@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kubegpu.deviceplugin import config, config_model
+from kubegpu.deviceplugin import command, config, config_model
 from kubegpu.deviceplugin.config_model import ConfigError
 
 
@@ -448,9 +448,18 @@ def test_bare_number_on_the_command_line_needs_a_unit() -> None:
         ("best-effort", False, "best-effort"),
         ("best-effort", True, "distributed"),
         ("packed", True, "packed"),
-        ("packed", False, "packed"),
+        ("packed", False, "topology"),
+        ("topology", False, "topology"),
     ],
-    ids=["default_gpus", "default_replicas", "explicit_gpus", "gpu_policy_on_replicas", "packed_replicas", "packed"],
+    ids=[
+        "default_gpus",
+        "default_replicas",
+        "explicit_gpus",
+        "gpu_policy_on_replicas_keeps_the_shared_policy",
+        "packed_replicas",
+        "shared_policy_on_whole_gpus_keeps_topology",
+        "explicit_topology",
+    ],
 )
 def test_allocation_policy_per_resource_kind(policy: str | None, shared: bool, expected: str) -> None:
     argv = ["--allocation-policy", policy] if policy else []
@@ -535,7 +544,7 @@ def test_the_effective_config_json_is_a_config_file_that_reproduces_it(document:
 def test_print_config_prints_the_effective_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("flags: {migStrategy: mixed}\n")
-    assert config.main_print_config(["--config-file", str(path), "--device-id-strategy", "index"], {}) == 0
+    assert command.main(["--print-config", "--config-file", str(path), "--device-id-strategy", "index"], {}) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["flags"]["migStrategy"] == "mixed"
     assert printed["flags"]["plugin"]["deviceIDStrategy"] == "index"
@@ -558,7 +567,7 @@ def test_print_config_exits_2_naming_the_key_and_rule(
 ) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(text)
-    assert config.main_print_config(["--config-file", str(path)], {}) == 2
+    assert command.main(["--print-config", "--config-file", str(path)], {}) == 2
     err = capsys.readouterr().err
     assert key in err and rule in err
     assert len(err.strip().splitlines()) == 1
@@ -566,7 +575,7 @@ def test_print_config_exits_2_naming_the_key_and_rule(
 
 def test_print_config_rejects_a_bad_flag_value_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
-        config.main_print_config(["--pass-device-specs=maybe"], {})
+        command.main(["--print-config", "--pass-device-specs=maybe"], {})
     assert info.value.code == 2
     assert 'could not parse "maybe" as bool value' in capsys.readouterr().err
 

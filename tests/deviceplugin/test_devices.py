@@ -57,9 +57,9 @@ def test_unique_physical_ids_property_keeps_each_physical_id_once_in_order(reque
 
 
 @pytest.mark.parametrize("profile", ["dgx-a100", "dgx1-v100", "pcie-4xt4", "hgx-h200", "a100-mig"])
-def test_whole_gpus_are_the_uuids_with_numa_and_device_node_in_index_order(profile: str) -> None:
+def test_a_whole_gpu_device_is_its_uuid_with_numa_index_and_device_node(profile: str) -> None:
     machine = profiles.load(profile)
-    result = devices.whole_gpus(machine)
+    result = [devices.whole_gpu(g) for g in machine.gpus]
     assert [d.id for d in result] == [g.uuid for g in machine.gpus]
     assert [d.numa for d in result] == [g.numa_node for g in machine.gpus]
     assert [d.index for d in result] == [str(g.index) for g in machine.gpus]

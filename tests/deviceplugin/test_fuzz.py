@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 
 from kubegpu.api import constants
 from kubegpu.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
-from kubegpu.deviceplugin import resources, server
+from kubegpu.deviceplugin import server
 from kubegpu.gpu import profiles
+from tests.deviceplugin.fixtures.build import served
 
 MACHINE = profiles.load("dgx1-v100")
-(GPUS,) = resources.build(MACHINE)
+GPUS, HANDLERS = served(MACHINE)
 UUIDS = [g.uuid for g in MACHINE.gpus]
 DEADLINE_S = 10.0
 
@@ -34,7 +35,7 @@ class _Running:
     def __init__(self, socket: Path) -> None:
         self.socket = socket
         self.loop = asyncio.new_event_loop()
-        self.plugin = server.PluginServer(GPUS, socket, MACHINE.topology)
+        self.plugin = server.PluginServer(GPUS, socket, HANDLERS)
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
     def __enter__(self) -> _Running:

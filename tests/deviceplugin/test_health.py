@@ -1,4 +1,4 @@
-"""Health policy: which events make which devices Unhealthy, and how they heal (recovery, quiet period)."""
+"""Health state: which events make which devices Unhealthy, and how they heal (recovery, quiet period)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubegpu.deviceplugin import health
+from kubegpu.deviceplugin import health, xids
 from kubegpu.deviceplugin.devices import Device, replica_id
 from kubegpu.gpu.backend import HealthEvent, HealthEventKind
 
@@ -36,7 +36,7 @@ def xid(gpu: str | None, number: int, mig: tuple[int, int] | None = None) -> Hea
     return HealthEvent(K.XID, gpu, xid=number, gi_id=gi, ci_id=ci)
 
 
-@pytest.mark.parametrize("number", sorted(health.APPLICATION_XIDS))
+@pytest.mark.parametrize("number", sorted(xids.APPLICATION_XIDS))
 def test_application_xids_change_nothing(number: int) -> None:
     b = book()
     assert not b.apply(xid("GPU-0", number), 0.0)
@@ -139,12 +139,27 @@ def test_without_quiet_period_only_recovery_heals(quiet: float | None) -> None:
     assert "GPU-0" in unhealthy(b)
 
 
-def test_the_xid_policy_is_one_swappable_function() -> None:
-    b = health.HealthBook(xid_is_critical=lambda n: n == 13)
+def test_the_env_xid_policy_decides_which_xids_count() -> None:
+    policy = xids.policy_from_env({xids.ENV_DISABLE: "79", xids.ENV_ENABLE: "13"})
+    b = health.HealthBook(policy=policy)
     b.apply(xid("GPU-0", 79), 0.0)
     assert unhealthy(b) == set()
     b.apply(xid("GPU-0", 13), 0.0)
     assert "GPU-0" in unhealthy(b)
+
+
+def test_with_health_checks_disabled_nothing_but_recovery_counts() -> None:
+    b = health.HealthBook(policy=xids.policy_from_env({xids.ENV_DISABLE: "all"}))
+    for event in (xid("GPU-0", 79), HealthEvent(K.LOST, "GPU-0"), HealthEvent(K.ECC_DBE, "GPU-0")):
+        assert not b.apply(event, 0.0)
+    assert unhealthy(b) == set()
+
+
+def test_a_mig_fault_without_a_compute_instance_marks_every_ci_of_that_gpu_instance() -> None:
+    devices = [*MIGS, Device(id="MIG-2b", gpu_uuid="GPU-1", gpu_index=1, index="1:9", numa=0, mig=(2, 1))]
+    b = book()
+    b.apply(HealthEvent(K.XID, "GPU-1", xid=79, gi_id=2, ci_id=None), 0.0)
+    assert set(b.unhealthy(devices)) == {"MIG-2", "MIG-2b"}
 
 
 def test_the_fault_of_a_device_is_its_earliest() -> None:

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from kubegpu.deviceplugin import health, resources
+from kubegpu.deviceplugin import health, resource_map, resources
 from kubegpu.deviceplugin.monitor import HealthMonitor
 from kubegpu.gpu import faults
 from kubegpu.gpu.backend import HealthEvent
 from kubegpu.gpu.simulated import SimulatedBackend
+from tests.deviceplugin.fixtures.build import plugin_config
 
 DEADLINE_S = 10.0
 
@@ -40,7 +41,7 @@ class Sink:
 async def run_monitor(fault_file: Path, quiet: float | None = None) -> tuple[HealthMonitor, Sink, list[str]]:
     backend = SimulatedBackend("dgx-a100", fault_file=fault_file)
     machine = backend.discover()
-    served = resources.build(machine)
+    served = resource_map.build(machine, plugin_config()).resources
     monitor = HealthMonitor(backend, served, health.HealthBook(quiet_period_s=quiet))
     sink = Sink(served[0])
     monitor.attach(sink)
@@ -150,7 +151,8 @@ class _BrokenBackend:
 async def test_a_failing_event_source_stops_health_checks_loudly_but_not_the_plugin(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    served = resources.build(SimulatedBackend("pcie-4xt4", fault_file=Path("/nonexistent/x")).discover())
+    machine = SimulatedBackend("pcie-4xt4", fault_file=Path("/nonexistent/x")).discover()
+    served = resource_map.build(machine, plugin_config()).resources
     monitor = HealthMonitor(_BrokenBackend(), served, health.HealthBook())  # type: ignore[arg-type]
     with caplog.at_level(logging.ERROR, logger="kubegpu.deviceplugin.monitor"):
         monitor.start()

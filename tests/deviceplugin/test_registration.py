@@ -7,19 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from kubegpu.deviceplugin import registration, resources, server
+from kubegpu.deviceplugin import registration, server
 from kubegpu.deviceplugin.errors import KubeletUnavailable, RegistrationRejected
 from kubegpu.gpu import profiles
 from tests.deviceplugin.fake_kubelet import FakeKubelet
+from tests.deviceplugin.fixtures.build import served
 
 MACHINE = profiles.load("pcie-4xt4")
-(GPUS,) = resources.build(MACHINE)
+GPUS, HANDLERS = served(MACHINE)
 
 
 async def test_register_sends_version_endpoint_name_and_options_and_is_asked_options_during_it(
     sock_dir: Path, kubelet: FakeKubelet
 ) -> None:
-    plugin = server.PluginServer(GPUS, sock_dir / GPUS.socket_name, MACHINE.topology)
+    plugin = server.PluginServer(GPUS, sock_dir / GPUS.socket_name, HANDLERS)
     await plugin.start()
     try:
         await registration.register(kubelet.socket, GPUS.name, GPUS.socket_name, server.OPTIONS)

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from kubegpu.deviceplugin import devices, mig_caps, resource_map
 from kubegpu.deviceplugin.resource_map import ResourceMapError
+from kubegpu.gpu import profiles
+from kubegpu.gpu.model import Machine, Topology
 from tests.deviceplugin.fixtures.build import FIXTURES, machine, plugin_config, profile
 
 
@@ -304,3 +306,18 @@ def test_every_device_is_advertised_once_and_replica_ids_parse_back(
                 assert 0 <= n < resource.replicas
     # Every physical device appears either once whole or `replicas` times.
     assert all(c == 1 or c >= 2 for c in physical.values())
+
+
+@pytest.mark.parametrize("name", ["dgx-a100", "a100-mig", "pcie-4xt4"])
+def test_by_default_every_gpu_is_one_nvidia_com_gpu_device_mig_enabled_or_not(name: str) -> None:
+    machine = profiles.load(name)
+    (gpu,) = resource_map.build(machine, plugin_config()).resources
+    assert gpu.name == "nvidia.com/gpu"
+    assert gpu.socket_name == "nvidia-gpu.sock"
+    assert [d.id for d in gpu.devices] == [g.uuid for g in machine.gpus]
+    assert set(gpu.by_id) == {g.uuid for g in machine.gpus}
+
+
+def test_a_machine_without_gpus_has_no_resource_to_register() -> None:
+    empty = Machine(name="empty", description="", gpus=(), topology=Topology((), (), (), (), ()))
+    assert resource_map.build(empty, plugin_config()).resources == ()

@@ -1,4 +1,4 @@
-"""Resources: NVIDIA's socket names and the whole-GPU resource map."""
+"""Resources: the value a server serves, and NVIDIA's socket names."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import pytest
 
 from kubegpu.deviceplugin import resources
 from kubegpu.deviceplugin.devices import Device
-from kubegpu.gpu import profiles
-from kubegpu.gpu.model import Machine, Topology
 
 
 @pytest.mark.parametrize(
@@ -21,21 +19,6 @@ from kubegpu.gpu.model import Machine, Topology
 )
 def test_socket_name_is_nvidia_dash_name_part(name: str, socket: str) -> None:
     assert resources.socket_name(name) == socket
-
-
-@pytest.mark.parametrize("profile", ["dgx-a100", "a100-mig", "pcie-4xt4"])
-def test_every_gpu_is_one_nvidia_com_gpu_device(profile: str) -> None:
-    machine = profiles.load(profile)
-    (gpu,) = resources.build(machine)
-    assert gpu.name == "nvidia.com/gpu"
-    assert gpu.socket_name == "nvidia-gpu.sock"
-    assert [d.id for d in gpu.devices] == [g.uuid for g in machine.gpus]
-    assert set(gpu.by_id) == {g.uuid for g in machine.gpus}
-
-
-def test_a_machine_without_gpus_has_no_resource_to_register() -> None:
-    empty = Machine(name="empty", description="", gpus=(), topology=Topology((), (), (), (), ()))
-    assert resources.build(empty) == ()
 
 
 def test_duplicate_device_ids_are_refused() -> None:

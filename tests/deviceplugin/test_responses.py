@@ -10,9 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kubegpu.deviceplugin import resource_map, responses
-from kubegpu.deviceplugin.allocate import ContainerEdits, DeviceSpec, Mount
+from kubegpu.deviceplugin.devices import Device
 from kubegpu.deviceplugin.errors import InvalidRequest
 from kubegpu.deviceplugin.resource_map import Resource
+from kubegpu.deviceplugin.resources import Resource as PlainResource
+from kubegpu.deviceplugin.responses import ContainerEdits, DeviceSpec, Mount
 from tests.deviceplugin.fixtures.build import plugin_config, profile
 
 DGX = profile("dgx-a100")
@@ -247,3 +249,57 @@ def test_runtime_ids_are_unique_physical_ids_of_the_request(ids: list[str]) -> N
     assert len(got) == len(set(got))
     assert set(got) == {i.split("::")[0] for i in ids}
     assert got[0] == ids[0].split("::")[0]
+
+
+# --- validation and the whole call, on a plain (unshared) resource --------------------------------------------
+
+PLAIN = PlainResource(
+    "nvidia.com/gpu",
+    tuple(Device(id=f"GPU-{n}", gpu_uuid=f"GPU-{n}", gpu_index=n, index=str(n), numa=n // 2) for n in range(4)),
+)
+
+
+def plain(requests: Sequence[Sequence[str]]) -> list[ContainerEdits]:
+    return responses.allocate_all(PLAIN, requests, responses.ResponseOptions(), exists=lambda p: False)
+
+
+def test_a_replica_id_of_a_whole_gpu_resource_is_unknown() -> None:
+    with pytest.raises(InvalidRequest, match="unknown device: GPU-0::0"):
+        plain([["GPU-0::0"]])
+
+
+def test_an_empty_container_request_is_invalid() -> None:
+    with pytest.raises(InvalidRequest, match="no devices requested"):
+        plain([[]])
+
+
+def test_the_first_unknown_id_is_named() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        plain([["GPU-0", "GPU-9", "GPU-8"]])
+    assert str(caught.value).endswith("unknown device: GPU-9")
+
+
+def test_one_response_per_container_request_in_order() -> None:
+    result = plain([["GPU-2"], ["GPU-0", "GPU-1"], ["GPU-3"]])
+    assert [e.envs["NVIDIA_VISIBLE_DEVICES"] for e in result] == ["GPU-2", "GPU-0,GPU-1", "GPU-3"]
+
+
+def test_no_container_requests_give_no_responses() -> None:
+    assert plain([]) == []
+
+
+def test_one_bad_container_request_fails_the_whole_call() -> None:
+    with pytest.raises(InvalidRequest, match="GPU-7"):
+        plain([["GPU-0"], ["GPU-7"]])
+
+
+@given(st.lists(st.one_of(st.sampled_from([d.id for d in PLAIN.devices]), st.text(max_size=12)), max_size=20))
+def test_any_unknown_id_is_refused_naming_the_first_one(requested: list[str]) -> None:
+    unknown = [i for i in requested if i not in PLAIN.by_id]
+    if requested and not unknown:
+        (got,) = plain([requested])
+        assert got.envs["NVIDIA_VISIBLE_DEVICES"] == ",".join(dict.fromkeys(requested))
+        return
+    with pytest.raises(InvalidRequest) as caught:
+        plain([requested])
+    assert str(caught.value).endswith(f"unknown device: {unknown[0]}" if unknown else "no devices requested")

@@ -11,18 +11,19 @@ import pytest
 
 from kubegpu.api import constants
 from kubegpu.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
-from kubegpu.deviceplugin import preferred, resources, server
+from kubegpu.deviceplugin import server
 from kubegpu.deviceplugin.errors import PluginServeError
 from kubegpu.gpu import profiles
+from tests.deviceplugin.fixtures.build import served
 
 MACHINE = profiles.load("dgx-a100")
-(GPUS,) = resources.build(MACHINE)
+GPUS, HANDLERS = served(MACHINE)
 UUIDS = [g.uuid for g in MACHINE.gpus]
 
 
 @pytest.fixture
 async def plugin(sock_dir: Path) -> AsyncIterator[server.PluginServer]:
-    running = server.PluginServer(GPUS, sock_dir / "nvidia-gpu.sock", MACHINE.topology)
+    running = server.PluginServer(GPUS, sock_dir / "nvidia-gpu.sock", HANDLERS)
     await running.start()
     try:
         yield running
@@ -100,7 +101,7 @@ async def test_a_cancelled_stream_ends_on_the_server_too(
 
 
 async def test_stopping_ends_streams_cleanly_and_removes_the_socket(sock_dir: Path, no_leaked_tasks: None) -> None:
-    running = server.PluginServer(GPUS, sock_dir / "nvidia-gpu.sock", MACHINE.topology)
+    running = server.PluginServer(GPUS, sock_dir / "nvidia-gpu.sock", HANDLERS)
     await running.start()
     async with grpc.aio.insecure_channel(constants.unix_target(running.socket_path)) as channel:
         stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
@@ -116,7 +117,7 @@ async def test_stopping_ends_streams_cleanly_and_removes_the_socket(sock_dir: Pa
 async def test_a_stale_socket_file_is_replaced(sock_dir: Path) -> None:
     stale = sock_dir / "nvidia-gpu.sock"
     stale.write_text("left over by a previous run")
-    running = server.PluginServer(GPUS, stale, MACHINE.topology)
+    running = server.PluginServer(GPUS, stale, HANDLERS)
     await running.start()
     try:
         assert stale.is_socket()
@@ -127,17 +128,17 @@ async def test_a_stale_socket_file_is_replaced(sock_dir: Path) -> None:
 async def test_a_directory_in_the_way_is_a_clear_error(sock_dir: Path) -> None:
     (sock_dir / "nvidia-gpu.sock").mkdir()
     with pytest.raises(PluginServeError, match="is a directory"):
-        await server.PluginServer(GPUS, sock_dir / "nvidia-gpu.sock", MACHINE.topology).start()
+        await server.PluginServer(GPUS, sock_dir / "nvidia-gpu.sock", HANDLERS).start()
 
 
 async def test_a_socket_path_too_long_for_unix_is_a_clear_error(sock_dir: Path) -> None:
     path = sock_dir / ("d" * 100) / "nvidia-gpu.sock"
     with pytest.raises(PluginServeError, match="107 bytes"):
-        await server.PluginServer(GPUS, path, MACHINE.topology).start()
+        await server.PluginServer(GPUS, path, HANDLERS).start()
 
 
 async def test_stop_leaves_a_socket_that_is_no_longer_ours(sock_dir: Path) -> None:
-    running = server.PluginServer(GPUS, sock_dir / "nvidia-gpu.sock", MACHINE.topology)
+    running = server.PluginServer(GPUS, sock_dir / "nvidia-gpu.sock", HANDLERS)
     await running.start()
     running.socket_path.unlink()
     running.socket_path.write_text("someone else's")
@@ -197,7 +198,9 @@ async def test_impossible_preferred_allocation_is_invalid_argument(stub: api_pb2
             timeout=5,
         )
     assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert "allocation size 3 exceeds the 2 available devices" in (caught.value.details() or "")
+    assert caught.value.details() == (
+        'invalid preferred allocation request for "nvidia.com/gpu": cannot pick 3 GPUs from 2 available'
+    )
 
 
 async def test_pre_start_container_answers_empty(stub: api_pb2_grpc.DevicePluginStub) -> None:
@@ -205,13 +208,16 @@ async def test_pre_start_container_answers_empty(stub: api_pb2_grpc.DevicePlugin
     assert response == api_pb2.PreStartContainerResponse()
 
 
-async def test_a_bug_in_a_handler_is_internal_and_the_server_keeps_serving(
-    plugin: server.PluginServer, stub: api_pb2_grpc.DevicePluginStub, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def broken(*args: object) -> object:
+async def test_a_bug_in_a_handler_is_internal_and_the_server_keeps_serving(sock_dir: Path) -> None:
+    def broken(*args: object) -> list[str]:
         raise KeyError("boom")
 
-    monkeypatch.setattr(preferred, "preferred", broken)
+    running = server.PluginServer(
+        GPUS, sock_dir / "nvidia-gpu.sock", server.Handlers(allocate=HANDLERS.allocate, preferred=broken)
+    )
+    await running.start()
+    channel = grpc.aio.insecure_channel(constants.unix_target(running.socket_path))
+    stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stub.GetPreferredAllocation(
             api_pb2.PreferredAllocationRequest(
@@ -222,4 +228,9 @@ async def test_a_bug_in_a_handler_is_internal_and_the_server_keeps_serving(
             timeout=5,
         )
     assert caught.value.code() is grpc.StatusCode.INTERNAL
+    assert "KeyError" in (caught.value.details() or "") or "boom" in (caught.value.details() or "")
     assert (await stub.GetDevicePluginOptions(api_pb2.Empty(), timeout=5)).get_preferred_allocation_available
+    response = await stub.Allocate(allocate_request([UUIDS[1]]), timeout=5)
+    assert dict(response.container_responses[0].envs) == {"NVIDIA_VISIBLE_DEVICES": UUIDS[1]}
+    await channel.close()
+    await running.stop()

@@ -74,7 +74,14 @@ def event(kind: HealthEventKind, xid: int | None = None) -> HealthEvent:
 VERDICTS = [
     ("fatal_xid", event(HealthEventKind.XID, 79), xids.Verdict.UNHEALTHY, "XID 79 (GPU has fallen off the bus)"),
     ("application_xid", event(HealthEventKind.XID, 13), xids.Verdict.IGNORE, "not fatal"),
-    ("ecc_is_log_only_as_nvidia", event(HealthEventKind.ECC_DBE), xids.Verdict.IGNORE, "logged only"),
+    (
+        "double_bit_ecc_is_unhealthy_unlike_nvidia",
+        event(HealthEventKind.ECC_DBE),
+        xids.Verdict.UNHEALTHY,
+        "double-bit ECC",
+    ),
+    ("single_bit_ecc_is_log_only", event(HealthEventKind.ECC_SBE), xids.Verdict.IGNORE, "logged only"),
+    ("xid_without_number", event(HealthEventKind.XID), xids.Verdict.IGNORE, "without an XID number"),
     ("lost_gpu", event(HealthEventKind.LOST), xids.Verdict.UNHEALTHY, "lost"),
     ("wait_error", event(HealthEventKind.WAIT_ERROR), xids.Verdict.UNHEALTHY, "wait failed"),
     ("recovered", event(HealthEventKind.RECOVERED), xids.Verdict.HEALTHY, "recovered"),
@@ -88,9 +95,15 @@ def test_verdicts(ev: HealthEvent, verdict: xids.Verdict, reason: str) -> None:
     assert reason in decision.reason
 
 
-def test_xids_are_ignored_when_checks_are_off() -> None:
+@pytest.mark.parametrize(
+    "kind", [HealthEventKind.XID, HealthEventKind.LOST, HealthEventKind.ECC_DBE, HealthEventKind.WAIT_ERROR]
+)
+def test_every_event_but_recovery_is_ignored_when_checks_are_off(kind: HealthEventKind) -> None:
     policy = xids.policy_from_env({xids.ENV_DISABLE: "all"})
-    assert xids.decide(event(HealthEventKind.XID, 79), policy).verdict is xids.Verdict.IGNORE
+    decision = xids.decide(event(kind, 79 if kind is HealthEventKind.XID else None), policy)
+    assert decision.verdict is xids.Verdict.IGNORE
+    assert "health checks disabled" in decision.reason
+    assert xids.decide(event(HealthEventKind.RECOVERED), policy).verdict is xids.Verdict.HEALTHY
 
 
 def test_meanings_for_log_lines() -> None:

@@ -7,7 +7,8 @@ for more than one replica unless told otherwise, default resource patterns), the
 flag validation at start ("unable to validate flags: …") and the JSON form of
 the effective config. Also the plugin-only extras kubegpu needs: ``--machine``,
 ``--fault-file``, ``--allocation-policy``, ``--health-recovery-quiet-period``,
-``--cdi-spec-dir``.
+``--registration-retry-interval``, ``--cdi-spec-dir``, ``--socket-dir`` and
+``--metrics-listen``.
 
 Reads files only through :func:`load` (the ``--config-file``); everything else is
 pure. Must not discover devices or talk to the kubelet: the runtime calls
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +44,9 @@ DEVICE_ID_STRATEGIES = ("uuid", "index")
 MIG_STRATEGIES = ("none", "single", "mixed")
 DISCOVERY_STRATEGIES = ("auto", "nvml", "tegra")
 SHARED_POLICIES = ("distributed", "packed")
+#: Policies for whole GPUs, the default first (kubegpu.placement's names).
+WHOLE_GPU_POLICIES = ("topology", "best-effort")
+DEFAULT_WHOLE_GPU_POLICY = "topology"
 #: ``--allocation-policy`` values: GPU-level policies and the two replica policies.
 ALLOCATION_POLICIES = ("best-effort", "topology", "distributed", "packed")
 DEFAULT_CDI_SPEC_DIR = "/var/run/cdi"
@@ -79,13 +82,19 @@ class PluginFlags(BaseModel):
     """kubegpu: an unhealthy device returns to Healthy after this long without a new event (0s: only on recovery)."""
 
     def policy_for(self, shared: bool) -> str:
-        """The preferred-allocation policy of a resource (``shared``: replicas or MIG devices)."""
-        if self.allocation_policy is None:
-            return self.shared_devices_allocation_policy if shared else "topology"
-        if shared and self.allocation_policy not in SHARED_POLICIES:
-            # GPU-level policies cannot choose among replicas of one GPU.
+        """The preferred-allocation policy of a resource (``shared``: replicas or MIG devices).
+
+        ``--allocation-policy`` sets the policy of the kind it names: ``best-effort``/``topology`` for
+        whole GPUs (replicas keep the shared policy), ``distributed``/``packed`` for replicas and MIG
+        devices (whole GPUs keep ``topology``). Each kind can only use its own policies.
+        """
+        if shared:
+            if self.allocation_policy in SHARED_POLICIES:
+                return self.allocation_policy
             return self.shared_devices_allocation_policy
-        return self.allocation_policy
+        if self.allocation_policy in WHOLE_GPU_POLICIES:
+            return self.allocation_policy
+        return DEFAULT_WHOLE_GPU_POLICY
 
     @property
     def quiet_period_s(self) -> float:
@@ -144,6 +153,11 @@ class Options(BaseModel):
     """kubegpu: the simulated machine's fault journal."""
     registration_retry_interval: str = "30s"
     """kubegpu: wait after a failed start before starting every resource again (NVIDIA: 30 s)."""
+    socket_dir: str | None = None
+    """kubegpu: where plugin sockets are created; None: beside the kubelet socket (its default directory
+    when registration is off)."""
+    metrics_listen: str | None = None
+    """kubegpu: ``HOST:PORT`` of the plugin's own Prometheus metrics; None: not served."""
 
     @property
     def retry_interval_s(self) -> float:
@@ -299,6 +313,12 @@ PLUGIN_FLAGS: tuple[FlagSpec, ...] = (
        "(default 30s, as NVIDIA)"),
     _f("cdi_spec_dir", "--cdi-spec-dir", "CDI_SPEC_DIR", "path",
        f"kubegpu: where CDI specs are written (default {DEFAULT_CDI_SPEC_DIR})"),
+    _f("socket_dir", "--socket-dir", "KUBEGPU_SOCKET_DIR", "path",
+       "kubegpu: where the plugin sockets nvidia-<resource>.sock are created "
+       f"(default: beside the kubelet socket, or {constants.DEVICE_PLUGIN_PATH} without one)"),
+    _f("metrics_listen", "--metrics-listen", "KUBEGPU_METRICS_LISTEN", "str",
+       "kubegpu: serve the plugin's Prometheus metrics on HOST:PORT (/metrics); default off",
+       metavar="HOST:PORT"),
 )  # fmt: skip
 
 GFD_FLAGS: tuple[FlagSpec, ...] = (
@@ -637,7 +657,24 @@ def _flag_problem(config: Config) -> str | None:
         )
     if plugin.quiet_period_s < 0:
         return f"invalid --health-recovery-quiet-period option: {plugin.health_recovery_quiet_period} is negative"
+    socket = config.options.kubelet_socket
+    if socket and (socket.endswith("/") or Path(socket).name in ("", ".", "..")):
+        return f"invalid --kubelet-socket option: {socket!r} needs the socket file's path, e.g. .../kubelet.sock"
+    if config.options.metrics_listen is not None:
+        try:
+            parse_listen(config.options.metrics_listen)
+        except ValueError as exc:
+            return f"invalid --metrics-listen option: {exc}"
     return None
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:9401``, ``:9401`` = every address) as (host, port); ValueError naming the problem."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r} is not HOST:PORT with a port from 1 to 65535")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    return host or "0.0.0.0", int(port)
 
 
 def _config_path(specs: Sequence[FlagSpec], args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
@@ -682,28 +719,13 @@ def load_mps(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
 
 
 def parser(prog: str = "kubegpu plugin") -> argparse.ArgumentParser:
-    """A parser with the plugin's flags and ``--print-config``."""
-    p = argparse.ArgumentParser(prog=prog, description="NVIDIA k8s-device-plugin compatible device plugin.")
+    """A parser with the plugin's flags and ``--print-config`` (``kubegpu plugin`` uses it)."""
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="The NVIDIA k8s-device-plugin compatible device plugin: advertises GPUs, MIG devices and "
+        "shared replicas to the kubelet, keeps their health, answers Allocate and GetPreferredAllocation. "
+        "Flags > env vars > --config-file > defaults. SIGHUP re-reads the config and restarts; SIGTERM stops.",
+    )
     add_arguments(p)
     p.add_argument("--print-config", action="store_true", help="print the effective config as JSON and exit")
     return p
-
-
-def main_print_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
-    """``kubegpu plugin --print-config [flags]``: print the effective config and exit.
-
-    Bad input (unknown key, ``replicas: 1``, a bad flag or env value) exits 2 with one
-    line naming the key and the rule.
-    """
-    import os
-
-    p = parser()
-    args = p.parse_args(list(argv))
-    try:
-        config = load(args, os.environ if environ is None else environ)
-    except ConfigError as exc:
-        # One line, like every kubegpu usage error; argparse's usage block would bury it.
-        print(f"{p.prog}: error: {exc}", file=sys.stderr)
-        return 2
-    sys.stdout.write(config.to_json() + "\n")
-    return 0

@@ -165,6 +165,8 @@ def normalise_seconds(value: Any) -> str:
         return format_duration_ns(round(value * 1e9))
     if isinstance(value, str) and re.fullmatch(r"\s*[0-9]+(\.[0-9]*)?\s*", value):
         return format_duration_ns(round(float(value) * 1e9))
+    if isinstance(value, str) and re.fullmatch(r"\s*-\s*[0-9.]+\s*", value):
+        raise ValueError(f"invalid duration {value!r}: must be a finite number of seconds >= 0")
     return normalise_duration(value, allow_infinite=False)
 
 

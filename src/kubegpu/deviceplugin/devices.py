@@ -1,10 +1,9 @@
 """What the plugin advertises: one device as the kubelet sees it, and how device IDs are spelled.
 
 Owns the :class:`Device` value (the ID the kubelet sees, the physical GPU behind
-it, its NUMA node, and — for issue-3 resources — its MIG placement and replica
-number), the building of whole-GPU devices from a :class:`~kubegpu.gpu.model.Machine`
-and the replica-ID rules (``<uuid>::<n>``). Pure: no I/O, no gRPC, no policy
-about which resource a device belongs to (that is :mod:`.resources`).
+it, its NUMA node, its MIG placement and replica number), the device of a whole
+GPU and the replica-ID rules (``<uuid>::<n>``). Pure: no I/O, no gRPC, no policy
+about which resource a device belongs to (that is :mod:`.resource_map`).
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kubegpu.gpu.model import Gpu, Machine
+from kubegpu.gpu.model import Gpu
 
 #: Separator between a device's UUID and its replica number (NVIDIA's AnnotatedID).
 REPLICA_SEPARATOR = "::"
@@ -72,8 +71,3 @@ def whole_gpu(gpu: Gpu) -> Device:
         numa=gpu.numa_node,
         paths=(gpu.device_node,),
     )
-
-
-def whole_gpus(machine: Machine) -> tuple[Device, ...]:
-    """Every GPU of ``machine`` as a whole device, in NVML index order (MIG-enabled ones too, as NVIDIA's ``none``)."""
-    return tuple(whole_gpu(gpu) for gpu in machine.gpus)

@@ -31,3 +31,7 @@ class RegistrationRejected(DevicePluginError):
 
 class PluginServeError(DevicePluginError):
     """Our own gRPC server could not be started or did not answer on its socket."""
+
+
+class MpsNotReady(DevicePluginError):
+    """An MPS-shared resource's control daemon has not signalled readiness yet: wait and try again soon."""

@@ -1,17 +1,14 @@
-"""Health policy: which backend events make which devices Unhealthy, and when they are Healthy again.
+"""Health state: the faults held against GPUs now, and when devices are Healthy again.
 
 Owns the :class:`HealthBook` — the faults currently held against GPUs (or MIG
-devices, or the whole machine) and the rules that add and clear them:
+devices, or the whole machine) and their life:
 
-* an XID marks its GPU unhealthy unless the XID policy says it is an
-  application error (:func:`default_xid_is_critical`: NVIDIA's built-in list
-  13, 31, 43, 45, 68, 109 is ignored); the policy is one swappable function;
-* a double-bit ECC error and a lost GPU mark it unhealthy; a single-bit ECC
-  error is corrected and changes nothing;
-* a failed event wait (``WAIT_ERROR``) marks every device unhealthy;
-* a fault on a GPU marks **every** device on that GPU (each replica, the whole
-  GPU); a fault narrowed to one MIG device marks that MIG device and the
-  whole-GPU device, not its sibling MIG devices;
+* what an event means is :func:`kubegpu.deviceplugin.xids.decide`'s verdict
+  under the XID policy (``DP_DISABLE_HEALTHCHECKS`` / ``DP_ENABLE_HEALTHCHECKS``);
+  which advertised devices a fault covers is :func:`kubegpu.deviceplugin.xids.affected`
+  (every replica and MIG device of the GPU; a MIG-scoped fault only its MIG
+  device and the whole-GPU device holding it);
+* a failed event wait (``WAIT_ERROR``) is held against every device;
 * unlike NVIDIA, devices return to Healthy: a ``RECOVERED`` event clears the
   GPU's faults, and an XID/ECC/wait fault that sees no new fault for the quiet
   period is dropped. A lost GPU stays lost until ``RECOVERED``.
@@ -21,40 +18,30 @@ Pure: time is passed in (monotonic seconds), no I/O, no logging, no asyncio.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from kubegpu.deviceplugin import xids
 from kubegpu.deviceplugin.devices import Device
 from kubegpu.gpu.backend import HealthEvent, HealthEventKind
-
-#: NVIDIA's built-in "application" XIDs: errors of a user's program, not of the GPU.
-APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
 
 #: Default quiet period before a transient fault is forgotten (seconds).
 DEFAULT_QUIET_PERIOD_S = 300.0
 
-XidPolicy = Callable[[int], bool]
-
-
-def default_xid_is_critical(xid: int) -> bool:
-    """True when XID ``xid`` means the GPU itself is in trouble (not one of :data:`APPLICATION_XIDS`)."""
-    return xid not in APPLICATION_XIDS
-
 
 @dataclass(frozen=True)
 class Target:
-    """What a fault is held against: one GPU (``gpu_uuid``), one MIG device of it (``mig``), or all (None)."""
+    """What a fault is held against: one GPU (``gpu_uuid``), one MIG instance of it (``gi``, ``ci``), or all (None).
+
+    A None ``ci`` with a ``gi`` means every compute instance of that GPU instance.
+    """
 
     gpu_uuid: str | None
-    mig: tuple[int, int] | None = None
+    gi: int | None = None
+    ci: int | None = None
 
     def covers(self, device: Device) -> bool:
-        if self.gpu_uuid is None:
-            return True
-        if self.gpu_uuid != device.gpu_uuid:
-            return False
-        # A whole-GPU device holds all its MIG devices; a MIG fault only hits its own MIG device.
-        return self.mig is None or device.mig is None or self.mig == device.mig
+        return bool(xids.affected([device], self.gpu_uuid, self.gi, self.ci))
 
 
 @dataclass(frozen=True)
@@ -81,32 +68,29 @@ class HealthBook:
 
     ``quiet_period_s``: a transient fault with no new fault on its target for
     this long is dropped; None or 0 disables this (only ``RECOVERED`` heals).
-    ``xid_is_critical``: the XID policy.
+    ``policy``: which XIDs are fatal (:func:`kubegpu.deviceplugin.xids.policy_from_env`).
     """
 
     quiet_period_s: float | None = DEFAULT_QUIET_PERIOD_S
-    xid_is_critical: XidPolicy = default_xid_is_critical
+    policy: xids.XidPolicy = field(default_factory=xids.XidPolicy)
     faults: dict[Target, Fault] = field(default_factory=dict)
 
-    def counts(self, event: HealthEvent) -> bool:
-        """Whether ``event`` makes anything unhealthy under this policy."""
-        if event.kind is HealthEventKind.XID:
-            return event.xid is not None and self.xid_is_critical(event.xid)
-        return event.kind in (HealthEventKind.ECC_DBE, HealthEventKind.LOST, HealthEventKind.WAIT_ERROR)
+    def decide(self, event: HealthEvent) -> xids.Decision:
+        """What ``event`` means under this book's policy (the one decision function, :func:`xids.decide`)."""
+        return xids.decide(event, self.policy)
 
     def apply(self, event: HealthEvent, now: float) -> bool:
         """Record ``event`` at time ``now``; True when it added, refreshed or cleared a fault."""
-        if event.kind is HealthEventKind.RECOVERED:
+        verdict = self.decide(event).verdict
+        if verdict is xids.Verdict.HEALTHY:
             cleared = [t for t in self.faults if event.gpu_uuid is None or t.gpu_uuid == event.gpu_uuid]
             for target in cleared:
                 del self.faults[target]
             return bool(cleared)
-        if not self.counts(event):
+        if verdict is xids.Verdict.IGNORE:
             return False
-        mig = None
-        if event.gi_id is not None and event.ci_id is not None:
-            mig = (event.gi_id, event.ci_id)
-        target = Target(None if event.kind is HealthEventKind.WAIT_ERROR else event.gpu_uuid, mig)
+        whole_machine = event.kind is HealthEventKind.WAIT_ERROR or event.gpu_uuid is None
+        target = Target(None, None, None) if whole_machine else Target(event.gpu_uuid, event.gi_id, event.ci_id)
         previous = self.faults.get(target)
         if previous is not None and previous.lasting:
             # A lost GPU that also reports XIDs is still lost: keep why, note that it is still failing.

@@ -2,8 +2,9 @@
 
 Owns the task that consumes ``backend.health_events()``, feeds a
 :class:`~.health.HealthBook`, wakes up when a quiet period ends, pushes each
-attached server's Unhealthy set, and logs one line per device health
-transition (with the XID and its meaning). Health survives server restarts
+attached server's Unhealthy set, logs one line per device health transition
+(with the XID and its meaning) and one per event the policy ignores, and
+reports device health and transitions to the plugin's metrics. Health survives server restarts
 (the kubelet coming back), because the monitor outlives the servers. Must not
 hold policy (that is :mod:`.health`) or serve anything.
 """
@@ -15,7 +16,9 @@ import contextlib
 import logging
 from typing import Protocol
 
-from kubegpu.deviceplugin import health
+from kubegpu.api import constants
+from kubegpu.deviceplugin import health, xids
+from kubegpu.deviceplugin.metrics import PluginMetrics
 from kubegpu.deviceplugin.resources import Resource
 from kubegpu.gpu.backend import GpuBackend, HealthEvent, HealthEventKind
 from kubegpu.gpu.xid import meaning as xid_meaning
@@ -46,12 +49,21 @@ class HealthMonitor:
         backend: the source of health events.
         resources: every resource served (health is tracked and logged per resource device).
         book: the policy and its state.
+        metrics: where device health and transitions are reported (a private set when None).
     """
 
-    def __init__(self, backend: GpuBackend, resources: tuple[Resource, ...], book: health.HealthBook) -> None:
+    def __init__(
+        self,
+        backend: GpuBackend,
+        resources: tuple[Resource, ...],
+        book: health.HealthBook,
+        metrics: PluginMetrics | None = None,
+    ) -> None:
         self.backend = backend
         self.resources = resources
         self.book = book
+        self.metrics = metrics if metrics is not None else PluginMetrics()
+        self.metrics.advertise({r.name: [d.id for d in r.devices] for r in resources}, {})
         self._sinks: dict[str, HealthSink] = {}
         self._shown: dict[str, dict[str, health.Fault]] = {r.name: {} for r in resources}
         self._task: asyncio.Task[None] | None = None
@@ -99,11 +111,12 @@ class HealthMonitor:
         """Apply one event now and push the result."""
         self.events_seen += 1
         now = asyncio.get_running_loop().time()
-        if event.kind is HealthEventKind.XID and event.xid is not None and not self.book.counts(event):
-            log.info(
-                "xid ignored",
-                extra={"gpu": event.gpu_uuid, "xid": event.xid, "meaning": xid_meaning(event.xid)},
-            )
+        decision = self.book.decide(event)
+        if decision.verdict is xids.Verdict.IGNORE:
+            fields: dict[str, object] = {"gpu": event.gpu_uuid, "event": event.kind.value, "reason": decision.reason}
+            if event.xid is not None:
+                fields |= {"xid": event.xid, "meaning": xid_meaning(event.xid)}
+            log.info("xid ignored" if event.kind is HealthEventKind.XID else "health event ignored", extra=fields)
             return
         if self.book.apply(event, now):
             self._publish("recovered" if event.kind is HealthEventKind.RECOVERED else None)
@@ -130,6 +143,7 @@ class HealthMonitor:
             for device_id, fault in now.items():
                 if device_id not in before:
                     device = resource.by_id[device_id]
+                    self.metrics.transition(resource.name, constants.UNHEALTHY, fault.xid)
                     log.warning(
                         "device unhealthy",
                         extra={
@@ -141,6 +155,7 @@ class HealthMonitor:
                     )
             for device_id, fault in before.items():
                 if device_id not in now:
+                    self.metrics.transition(resource.name, constants.HEALTHY, None)
                     log.info(
                         "device healthy",
                         extra={
@@ -152,6 +167,7 @@ class HealthMonitor:
                         },
                     )
             self._shown[resource.name] = now
+            self.metrics.set_health(resource.name, set(now))
             sink = self._sinks.get(resource.name)
             if sink is not None:
                 sink.set_unhealthy(set(now))

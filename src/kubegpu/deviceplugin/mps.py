@@ -7,8 +7,9 @@ the default active-thread percentage ``100 / replicas``; pure) and the
 :class:`Daemon` that carries it out through injectable commands: compute mode
 ``EXCLUSIVE_PROCESS`` via ``nvidia-smi``, ``nvidia-cuda-mps-control -d``, the
 ``set_default_*`` commands on its stdin, the ``.started`` file, the health
-query, and ``quit`` + compute mode ``DEFAULT`` on stop. Must not decide
-Allocate responses (``responses`` mounts the pipe directory into containers).
+query, and ``quit`` + compute mode ``DEFAULT`` on stop; and the readiness check
+the plugin makes before serving an MPS resource (the ``.ready``/``.started``
+files). Must not decide Allocate responses (``responses`` mounts the pipe directory into containers).
 """
 
 from __future__ import annotations
@@ -234,3 +235,21 @@ class Daemon:
 
 def ready_file(root: Path) -> Path:
     return root / READY_FILE
+
+
+def readiness_problem(root: Path, resources: Sequence[str]) -> str | None:
+    """Why the MPS daemons of ``resources`` are not ready under ``root`` (None when they are).
+
+    Ready means what ``kubegpu mps-daemon`` writes after every daemon has its limits set:
+    ``<root>/.ready`` and each resource's ``<root>/<resource>/.started``. The plugin checks this before it
+    serves an MPS resource, as NVIDIA's plugin waits for its daemon.
+    """
+    if not resources:
+        return None
+    if not ready_file(root).exists():
+        return f"{ready_file(root)} does not exist: is 'kubegpu mps-daemon --mps-root {root}' running?"
+    for resource in resources:
+        started = root / resource / STARTED_FILE
+        if not started.exists():
+            return f"{started} does not exist: the MPS daemon of {resource} has not started"
+    return None

@@ -1,8 +1,8 @@
 """Resources: a name the kubelet schedules (``nvidia.com/gpu``) and the devices behind it.
 
-Owns the :class:`Resource` value, NVIDIA's socket naming (``nvidia-<name part>.sock``)
-and the whole-GPU resource map used until the issue-3 resource map (MIG
-strategies, sharing) replaces :func:`build`. Every resource gets its own gRPC
+Owns the :class:`Resource` value and NVIDIA's socket naming (``nvidia-<name part>.sock``).
+Which resources a machine has under a config (MIG strategies, sharing) is
+:mod:`kubegpu.deviceplugin.resource_map`'s job. Every resource gets its own gRPC
 server and socket, so a list of resources is what the supervisor serves.
 Pure: no I/O.
 """
@@ -11,11 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kubegpu.deviceplugin.devices import Device, whole_gpus
-from kubegpu.gpu.model import Machine
-
-#: The resource of whole GPUs.
-GPU = "nvidia.com/gpu"
+from kubegpu.deviceplugin.devices import Device
 
 
 @dataclass(frozen=True)
@@ -43,12 +39,3 @@ class Resource:
 def socket_name(resource_name: str) -> str:
     """``nvidia.com/gpu`` → ``nvidia-gpu.sock``; ``nvidia.com/mig-1g.10gb`` → ``nvidia-mig-1g.10gb.sock``."""
     return f"nvidia-{resource_name.split('/', 1)[1]}.sock"
-
-
-def build(machine: Machine) -> tuple[Resource, ...]:
-    """The resources to serve on ``machine``: every GPU as ``nvidia.com/gpu``; none when it has no GPUs.
-
-    Resources without devices are left out, as NVIDIA does not register them.
-    """
-    gpus = whole_gpus(machine)
-    return (Resource(GPU, gpus),) if gpus else ()

@@ -11,10 +11,13 @@ per call) and ``cdi-cri`` (``cdi_devices``) with vendor
 ``k8s.device-plugin.nvidia.com``; ``--pass-device-specs`` device nodes; IMEX
 channels; gdrcopy/GDS/MOFED env; MPS env and mounts.
 
+Health is deliberately not checked, as NVIDIA does not: the kubelet only hands
+out healthy devices, and a container restart must get its devices again.
+
 Pure: the only questions about the host (does a control device node exist?) go
 through the ``exists`` function the caller passes, and the per-call UUID comes
-from ``new_uuid``. Produces :class:`~kubegpu.deviceplugin.allocate.ContainerEdits`;
-the gRPC server turns them into protobuf.
+from ``new_uuid``. Produces :class:`ContainerEdits`; the gRPC server turns them
+into protobuf.
 
 Deterministic where NVIDIA is not: with ``--device-id-strategy index`` the
 indices keep the request's first-seen order (NVIDIA's come from a Go map), and
@@ -27,14 +30,15 @@ from __future__ import annotations
 import posixpath
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from kubegpu.deviceplugin import allocate, devices
-from kubegpu.deviceplugin.allocate import ContainerEdits, DeviceSpec, Mount
+from kubegpu.deviceplugin import devices
 from kubegpu.deviceplugin.config import Config
+from kubegpu.deviceplugin.errors import InvalidRequest
 from kubegpu.deviceplugin.resources import Resource
 
-VISIBLE_DEVICES_ENV = allocate.VISIBLE_DEVICES_ENV
+#: The environment variable the NVIDIA container runtime reads.
+VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
 IMEX_CHANNELS_ENV = "NVIDIA_IMEX_CHANNELS"
 #: The CDI vendor of NVIDIA's plugin (not ``nvidia.com``, which its unit tests mock).
 CDI_VENDOR = "k8s.device-plugin.nvidia.com"
@@ -50,6 +54,50 @@ MPS_CONTAINER_ROOT = "/mps"
 MPS_PIPE_ENV = "CUDA_MPS_PIPE_DIRECTORY"
 #: Extra CDI classes and the env var each sets when enabled.
 FEATURES = (("gdrcopy", "NVIDIA_GDRCOPY"), ("gds", "NVIDIA_GDS"), ("mofed", "NVIDIA_MOFED"))
+
+
+@dataclass(frozen=True)
+class Mount:
+    container_path: str
+    host_path: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    container_path: str
+    host_path: str
+    permissions: str = "rw"
+
+
+@dataclass(frozen=True)
+class ContainerEdits:
+    """Everything one ``ContainerAllocateResponse`` carries."""
+
+    envs: dict[str, str] = field(default_factory=dict)
+    mounts: tuple[Mount, ...] = ()
+    devices: tuple[DeviceSpec, ...] = ()
+    annotations: dict[str, str] = field(default_factory=dict)
+    cdi_devices: tuple[str, ...] = ()
+
+
+def invalid(resource_name: str, reason: str) -> InvalidRequest:
+    """An error worded as NVIDIA words them: ``invalid allocation request for "<r>": invalid request: <reason>``."""
+    return InvalidRequest(f'invalid allocation request for "{resource_name}": invalid request: {reason}')
+
+
+def validate(resource: Resource, device_ids: Sequence[str]) -> None:
+    """Raise :class:`InvalidRequest` naming the first unknown ID, or when no ID is requested.
+
+    NVIDIA would answer an empty request with an empty ``NVIDIA_VISIBLE_DEVICES``;
+    the kubelet never sends one, so we refuse it instead of guessing what the
+    runtime makes of an empty list.
+    """
+    if not device_ids:
+        raise invalid(resource.name, "no devices requested")
+    for device_id in device_ids:
+        if device_id not in resource.by_id:
+            raise invalid(resource.name, f"unknown device: {device_id}")
 
 
 def cdi_name(cdi_class: str, name: str) -> str:
@@ -130,7 +178,7 @@ def _sharing(resource: Resource) -> tuple[str, bool]:
 
 def check(resource: Resource, device_ids: Sequence[str]) -> None:
     """NVIDIA's request checks; raises :class:`~kubegpu.deviceplugin.errors.InvalidRequest` with its texts."""
-    allocate.validate(resource, device_ids)
+    validate(resource, device_ids)
     sharing, fail_greater_than_one = _sharing(resource)
     if (
         sharing != "none"
@@ -138,9 +186,7 @@ def check(resource: Resource, device_ids: Sequence[str]) -> None:
         and len(device_ids) > 1
         and any(devices.REPLICA_SEPARATOR in i for i in device_ids)
     ):
-        raise allocate.invalid(
-            resource.name, f"maximum request size for shared resources is 1; found {len(device_ids)}"
-        )
+        raise invalid(resource.name, f"maximum request size for shared resources is 1; found {len(device_ids)}")
 
 
 def runtime_ids(resource: Resource, device_ids: Sequence[str], id_strategy: str) -> list[str]:

@@ -1,7 +1,8 @@
 """The DevicePlugin gRPC server of one resource, on its own unix socket.
 
 Owns serving ``v1beta1.DevicePlugin`` for one :class:`~.resources.Resource`:
-the servicer (an adapter: protobuf in, one pure function, protobuf out), the
+the servicer (an adapter: protobuf in, one pure function of :class:`Handlers`,
+protobuf out; each unary RPC timed into the plugin's metrics), the
 ListAndWatch streams (full snapshot at once and on every health change; they
 end when the RPC is cancelled or the server stops), the mapping of our errors
 to gRPC status codes (this module only), and the socket's life: stale socket
@@ -17,7 +18,9 @@ import contextlib
 import logging
 import os
 import stat
-from collections.abc import AsyncIterator, Callable, Collection
+import time
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -25,10 +28,10 @@ import grpc
 
 from kubegpu.api import constants
 from kubegpu.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
-from kubegpu.deviceplugin import allocate, preferred
 from kubegpu.deviceplugin.errors import InvalidRequest, PluginServeError
+from kubegpu.deviceplugin.metrics import PluginMetrics
 from kubegpu.deviceplugin.resources import Resource
-from kubegpu.gpu.model import Topology
+from kubegpu.deviceplugin.responses import ContainerEdits
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,19 @@ STOP_GRACE_S = 1.0
 OPTIONS = api_pb2.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
 
 _Response = TypeVar("_Response")
+
+#: Allocate: one list of device IDs per container request in, one set of edits per container out.
+AllocateHandler = Callable[[Sequence[Sequence[str]]], list[ContainerEdits]]
+#: GetPreferredAllocation for one container: (available, must-include, size) -> the chosen IDs.
+PreferredHandler = Callable[[Sequence[str], Sequence[str], int], list[str]]
+
+
+@dataclass(frozen=True)
+class Handlers:
+    """The pure functions behind the RPCs of one resource (the supervisor binds them to its config)."""
+
+    allocate: AllocateHandler
+    preferred: PreferredHandler
 
 
 async def _answer(context: grpc.aio.ServicerContext, rpc: str, build: Callable[[], _Response]) -> _Response:
@@ -62,7 +78,7 @@ async def _answer(context: grpc.aio.ServicerContext, rpc: str, build: Callable[[
     raise AssertionError("context.abort returned")  # abort always raises
 
 
-def _edits_to_proto(edits: allocate.ContainerEdits) -> api_pb2.ContainerAllocateResponse:
+def _edits_to_proto(edits: ContainerEdits) -> api_pb2.ContainerAllocateResponse:
     return api_pb2.ContainerAllocateResponse(
         envs=edits.envs,
         mounts=[
@@ -81,9 +97,10 @@ def _edits_to_proto(edits: allocate.ContainerEdits) -> api_pb2.ContainerAllocate
 class DevicePluginService(api_pb2_grpc.DevicePluginServicer):
     """``v1beta1.DevicePlugin`` for one resource; device health is set from outside."""
 
-    def __init__(self, resource: Resource, topology: Topology) -> None:
+    def __init__(self, resource: Resource, handlers: Handlers, metrics: PluginMetrics | None = None) -> None:
         self.resource = resource
-        self.topology = topology
+        self.handlers = handlers
+        self.metrics = metrics if metrics is not None else PluginMetrics()
         self._unhealthy: frozenset[str] = frozenset()
         self._changed = asyncio.Event()
         self._stopping = False
@@ -128,6 +145,8 @@ class DevicePluginService(api_pb2_grpc.DevicePluginServicer):
     async def GetDevicePluginOptions(
         self, request: api_pb2.Empty, context: grpc.aio.ServicerContext
     ) -> api_pb2.DevicePluginOptions:
+        began = time.perf_counter()
+        self.metrics.rpc("GetDevicePluginOptions", time.perf_counter() - began)
         return OPTIONS
 
     async def ListAndWatch(
@@ -147,39 +166,50 @@ class DevicePluginService(api_pb2_grpc.DevicePluginServicer):
     async def Allocate(
         self, request: api_pb2.AllocateRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.AllocateResponse:
+        began = time.perf_counter()
         requests = [list(r.devices_ids) for r in request.container_requests]
 
         def build() -> api_pb2.AllocateResponse:
-            edits = allocate.allocate(self.resource, requests)
+            edits = self.handlers.allocate(requests)
             return api_pb2.AllocateResponse(container_responses=[_edits_to_proto(e) for e in edits])
 
-        response = await _answer(context, "Allocate", build)
+        try:
+            response = await _answer(context, "Allocate", build)
+        except Exception:  # the abort of a refused request; a cancelled call is not an answer
+            self.metrics.allocation_failed(self.resource.name)
+            raise
+        finally:
+            self.metrics.rpc("Allocate", time.perf_counter() - began)
+        self.metrics.allocated(self.resource.name, len(requests))
         log.info("allocated", extra={"resource": self.resource.name, "containers": requests})
         return response
 
     async def GetPreferredAllocation(
         self, request: api_pb2.PreferredAllocationRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.PreferredAllocationResponse:
+        began = time.perf_counter()
+
         def build() -> api_pb2.PreferredAllocationResponse:
             responses = [
                 api_pb2.ContainerPreferredAllocationResponse(
-                    deviceIDs=preferred.preferred(
-                        self.resource,
-                        self.topology,
-                        list(r.available_deviceIDs),
-                        list(r.must_include_deviceIDs),
-                        r.allocation_size,
+                    deviceIDs=self.handlers.preferred(
+                        list(r.available_deviceIDs), list(r.must_include_deviceIDs), r.allocation_size
                     )
                 )
                 for r in request.container_requests
             ]
             return api_pb2.PreferredAllocationResponse(container_responses=responses)
 
-        return await _answer(context, "GetPreferredAllocation", build)
+        try:
+            return await _answer(context, "GetPreferredAllocation", build)
+        finally:
+            self.metrics.rpc("GetPreferredAllocation", time.perf_counter() - began)
 
     async def PreStartContainer(
         self, request: api_pb2.PreStartContainerRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.PreStartContainerResponse:
+        began = time.perf_counter()
+        self.metrics.rpc("PreStartContainer", time.perf_counter() - began)
         return api_pb2.PreStartContainerResponse()
 
 
@@ -200,13 +230,16 @@ class PluginServer:
     Parameters:
         resource: the resource and its devices.
         socket_path: where to listen (``<kubelet dir>/nvidia-gpu.sock``).
-        topology: the machine's GPU topology, for preferred allocations.
+        handlers: Allocate and GetPreferredAllocation for this resource.
+        metrics: where RPC latencies and allocations are counted (a private set when None).
     """
 
-    def __init__(self, resource: Resource, socket_path: Path, topology: Topology) -> None:
+    def __init__(
+        self, resource: Resource, socket_path: Path, handlers: Handlers, metrics: PluginMetrics | None = None
+    ) -> None:
         self.resource = resource
         self.socket_path = socket_path
-        self.service = DevicePluginService(resource, topology)
+        self.service = DevicePluginService(resource, handlers, metrics)
         self._server: grpc.aio.Server | None = None
         self._inode: tuple[int, int] | None = None
 

@@ -14,7 +14,14 @@ Deliberate differences from NVIDIA (README, "NVIDIA compatibility"):
   (NVIDIA marks one, issue #1929); a MIG-scoped event also marks a whole-GPU
   device that contains the instance (NVIDIA ignores it);
 * a lost GPU is unhealthy and a recovery event makes it healthy again (NVIDIA
-  needs a restart); ECC events stay log-only, as NVIDIA.
+  needs a restart);
+* a double-bit ECC event marks the GPU unhealthy (NVIDIA logs non-XID events
+  and acts only on XIDs): the error is uncorrectable, and waiting for the XID 48
+  that usually follows it would hand the GPU to one more pod in between.
+  Single-bit (corrected) ECC events stay log-only, as NVIDIA.
+
+:func:`decide` is the one place that says what an event means; the runtime's
+:class:`~kubegpu.deviceplugin.health.HealthBook` applies its verdicts.
 """
 
 from __future__ import annotations
@@ -138,22 +145,30 @@ class Decision:
 
 
 def decide(event: HealthEvent, policy: XidPolicy) -> Decision:
-    """The verdict for one backend event under ``policy``."""
+    """The verdict for one backend event under ``policy``.
+
+    With health checks disabled (``DP_DISABLE_HEALTHCHECKS=all`` and no enable list) every event but a
+    recovery is ignored, as NVIDIA then runs no health check at all.
+    """
+    if event.kind is HealthEventKind.RECOVERED:
+        return Decision(Verdict.HEALTHY, "recovered")
+    if not policy.checks_enabled:
+        what = f"XID {describe(event.xid)}" if event.xid is not None else f"{event.kind.value} event"
+        return Decision(Verdict.IGNORE, f"{what}: health checks disabled")
     if event.kind is HealthEventKind.XID:
-        xid = event.xid if event.xid is not None else -1
-        if not policy.checks_enabled:
-            return Decision(Verdict.IGNORE, f"XID {describe(xid)}: health checks disabled")
-        if not policy.is_fatal(xid):
-            return Decision(Verdict.IGNORE, f"XID {describe(xid)}: not fatal under the XID policy")
-        return Decision(Verdict.UNHEALTHY, f"XID {describe(xid)}")
+        if event.xid is None:
+            return Decision(Verdict.IGNORE, "XID event without an XID number")
+        if not policy.is_fatal(event.xid):
+            return Decision(Verdict.IGNORE, f"XID {describe(event.xid)}: not fatal under the XID policy")
+        return Decision(Verdict.UNHEALTHY, f"XID {describe(event.xid)}")
     if event.kind is HealthEventKind.LOST:
         return Decision(Verdict.UNHEALTHY, "GPU lost (fallen off the bus)")
     if event.kind is HealthEventKind.WAIT_ERROR:
         return Decision(Verdict.UNHEALTHY, f"health event wait failed: {event.message or 'unknown error'}")
-    if event.kind is HealthEventKind.RECOVERED:
-        return Decision(Verdict.HEALTHY, "recovered")
-    # NVIDIA logs ECC events and acts only on XIDs; a double-bit error also raises XID 48.
-    return Decision(Verdict.IGNORE, f"{event.kind.value} event: logged only")
+    if event.kind is HealthEventKind.ECC_DBE:
+        # A deliberate difference from NVIDIA, which only logs it (module docstring).
+        return Decision(Verdict.UNHEALTHY, "double-bit ECC error (uncorrectable)")
+    return Decision(Verdict.IGNORE, f"{event.kind.value} event: corrected, logged only")
 
 
 class Placed(Protocol):
