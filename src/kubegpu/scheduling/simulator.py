@@ -153,6 +153,7 @@ def simulate(
     *,
     target_load: float = DEFAULT_TARGET_LOAD,
     options: PolicyOptions | None = None,
+    tie_break: str = "rank",
     progress: Progress | None = None,
     timer: Callable[[], float] | None = None,
 ) -> RunResult:
@@ -161,7 +162,7 @@ def simulate(
     rng = np.random.default_rng(seed)
     target = TargetWorkload.from_pods(pods)
     order = prepare_workload(pods, state.total_gpu_milli, rng, target_load)
-    scheduler = Scheduler(state, build_profile(policy, state, target, pods, rng, options), rng)
+    scheduler = Scheduler(state, build_profile(policy, state, target, pods, rng, options), rng, tie_break)
     measure = CompiledWorkload(target, state.models)  # the paper's F(M), whatever the policy
     node_frag = node_fragmentation(measure, state.cpu_free, state.gpu_free, state.model_id)
     arrived = np.zeros(len(order), dtype=np.int64)
