@@ -182,8 +182,12 @@ class LocalNode:
     # ----- helpers -------------------------------------------------------------------------
 
     def wait_for(self, predicate: Any, timeout: float = 20.0) -> client.Status:
-        """Block until the emulator's status satisfies ``predicate``."""
-        return client.wait_for(predicate, self.socket_dir, timeout=timeout)
+        """Block until the emulator's status satisfies ``predicate``; on timeout the error carries the logs."""
+        try:
+            return client.wait_for(predicate, self.socket_dir, timeout=timeout)
+        except TimeoutError as exc:
+            logs = "\n".join(f"--- {name} log ---\n{self.log_tail(name)}" for name in sorted(self.procs))
+            raise TimeoutError(f"{exc}\n{logs}") from None
 
     def status(self) -> client.Status:
         return client.status(self.socket_dir)
