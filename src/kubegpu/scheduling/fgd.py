@@ -20,8 +20,11 @@ from kubegpu.scheduling.errors import OverCommit
 from kubegpu.scheduling.fragmentation import (
     CompiledWorkload,
     FloatArray,
-    fragmentation_after_fractional,
+    ShapeStats,
+    fragment_matrix,
+    fragmentation_after_share,
     fragmentation_after_whole,
+    share_candidates,
 )
 from kubegpu.scheduling.framework import MAX_NODE_SCORE, GpuPicker, ScorePlugin
 from kubegpu.scheduling.gpupick import exclusive_gpus
@@ -34,14 +37,51 @@ def sigmoid_score(delta: FloatArray) -> IntArray:
     return out
 
 
-def fractional_scores(cw: CompiledWorkload, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
-    """FGD score per node and GPU for a fractional pod; −1 where the GPU lacks the share."""
-    gpu = state.gpu_free[nodes]
-    before, after = fragmentation_after_fractional(
-        cw, state.cpu_free[nodes], gpu, state.model_id[nodes], pod.cpu_milli, pod.gpu_milli
+class _Stats:
+    """Lazily binds a :class:`ShapeStats` to the cluster the plugin is first used with."""
+
+    def __init__(self, workload: CompiledWorkload) -> None:
+        self.workload = workload
+        self._stats: ShapeStats | None = None
+
+    def of(self, state: ClusterState) -> ShapeStats:
+        if self._stats is None or self._stats.state is not state:
+            self._stats = ShapeStats(self.workload, state)
+        return self._stats
+
+
+def fractional_node_scores(stats: ShapeStats, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
+    """Best FGD score over each node's GPUs for a fractional pod (every given node has a fitting GPU)."""
+    cw = stats.cw
+    rows_stats = stats.rows(nodes)
+    cpu = state.cpu_free[nodes]
+    mid = state.model_id[nodes]
+    fits, small, total = rows_stats
+    before = fragment_matrix(cw, fits, small, total, cpu, mid) @ cw.weights
+    rows, free = share_candidates(state.gpu_free[nodes], pod.gpu_milli)
+    after = fragmentation_after_share(
+        cw, (fits[rows], small[rows], total[rows]), cpu[rows], mid[rows], free, pod.cpu_milli, pod.gpu_milli
     )
-    scores = sigmoid_score(before[:, None] - after)
-    out: IntArray = np.where(gpu >= pod.gpu_milli, scores, -1)
+    out: IntArray = np.full(len(nodes), -1, dtype=np.int64)
+    np.maximum.at(out, rows, sigmoid_score(before[rows] - after))
+    return out
+
+
+def fractional_gpu_scores(stats: ShapeStats, state: ClusterState, pod: PodSpec, node: int) -> IntArray:
+    """FGD score of each GPU of one node for a fractional pod; −1 where the GPU lacks the share."""
+    cw = stats.cw
+    nodes = np.array([node])
+    fits, small, total = stats.rows(nodes)
+    cpu = state.cpu_free[nodes]
+    mid = state.model_id[nodes]
+    before = fragment_matrix(cw, fits, small, total, cpu, mid) @ cw.weights
+    gpu = state.gpu_free[node]
+    count = len(gpu)
+    rep = np.zeros(count, dtype=np.int64)
+    after = fragmentation_after_share(
+        cw, (fits[rep], small[rep], total[rep]), cpu[rep], mid[rep], gpu, pod.cpu_milli, pod.gpu_milli
+    )
+    out: IntArray = np.where(gpu >= pod.gpu_milli, sigmoid_score(before[0] - after), -1)
     return out
 
 
@@ -52,18 +92,14 @@ class FgdScore(ScorePlugin):
 
     def __init__(self, workload: CompiledWorkload) -> None:
         self.workload = workload
+        self.stats = _Stats(workload)
 
     def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
+        stats = self.stats.of(state)
         if pod.is_fractional:
-            out: IntArray = fractional_scores(self.workload, state, pod, nodes).max(axis=1)
-            return out
+            return fractional_node_scores(stats, state, pod, nodes)
         before, after = fragmentation_after_whole(
-            self.workload,
-            state.cpu_free[nodes],
-            state.gpu_free[nodes],
-            state.model_id[nodes],
-            pod.cpu_milli,
-            pod.num_gpu,
+            self.workload, stats.rows(nodes), state.cpu_free[nodes], state.model_id[nodes], pod.cpu_milli, pod.num_gpu
         )
         return sigmoid_score(before - after)
 
@@ -78,13 +114,14 @@ class FgdGpu(GpuPicker):
 
     def __init__(self, workload: CompiledWorkload) -> None:
         self.workload = workload
+        self.stats = _Stats(workload)
 
     def pick(self, state: ClusterState, pod: PodSpec, node: int) -> tuple[int, ...]:
         if pod.num_gpu == 0:
             return ()
         if not pod.is_fractional:
             return exclusive_gpus(state, pod, node)
-        scores = fractional_scores(self.workload, state, pod, np.array([node]))[0]
+        scores = fractional_gpu_scores(self.stats.of(state), state, pod, node)
         if scores.max() < 0:
             raise OverCommit(f"pod {pod.name}: no GPU of node {state.nodes[node].name} has {pod.gpu_milli} milli free")
         return (int(np.argmax(scores)),)

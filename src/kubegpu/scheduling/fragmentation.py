@@ -1,10 +1,12 @@
 """The fragmentation measure of the FGD paper, vectorised over nodes.
 
 Owns :class:`CompiledWorkload` (a target workload as arrays for one cluster's
-GPU models) and the functions that compute, for many nodes at once, how much
-of their free GPU-milli is a fragment for the target workload — now, after a
-whole-GPU or CPU-only pod would land, and after a fractional pod would land on
-each of their GPUs. Must not choose nodes and must not touch the cluster.
+GPU models), :class:`ShapeStats` (the per-node, per-shape counts the measure
+needs, kept current as nodes change) and the functions that compute, for many
+nodes at once, how much of their free GPU-milli is a fragment for the target
+workload — now, after a whole-GPU or CPU-only pod would land, and after a
+fractional pod would land on a given GPU. Must not choose nodes and must not
+change the cluster.
 
 For a node and a task shape m, free GPU-milli is a fragment when m cannot use
 it: every free milli counts if m is CPU-only, if the node's model is not
@@ -17,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from kubegpu.scheduling.cluster import ClusterState
 from kubegpu.scheduling.workload import TargetWorkload
 
 FloatArray = npt.NDArray[np.float64]
@@ -76,10 +79,37 @@ def node_fragmentation(cw: CompiledWorkload, cpu_free: IntArray, gpu_free: IntAr
     return frag
 
 
+class ShapeStats:
+    """Per node and shape, kept current with the cluster: GPUs holding the share, milli on GPUs below it.
+
+    Rows are recomputed only for nodes whose ``version`` moved since they were
+    last read, so a scheduling cycle pays for the nodes that changed, not for
+    the whole cluster.
+    """
+
+    def __init__(self, cw: CompiledWorkload, state: ClusterState) -> None:
+        self.cw = cw
+        self.state = state
+        size, shapes = state.size, len(cw.weights)
+        self.fits: IntArray = np.zeros((size, shapes), dtype=np.int64)
+        self.small: IntArray = np.zeros((size, shapes), dtype=np.int64)
+        self.versions: IntArray = np.full(size, -1, dtype=np.int64)
+
+    def rows(self, nodes: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+        """(fits, small, total free) for the given nodes."""
+        stale = nodes[self.versions[nodes] != self.state.version[nodes]]
+        if len(stale):
+            fits, small, _ = gpu_stats(self.cw, self.state.gpu_free[stale])
+            self.fits[stale] = fits
+            self.small[stale] = small
+            self.versions[stale] = self.state.version[stale]
+        return self.fits[nodes], self.small[nodes], self.state.gpu_free[nodes].sum(axis=1)
+
+
 def fragmentation_after_whole(
     cw: CompiledWorkload,
+    stats: tuple[IntArray, IntArray, IntArray],
     cpu_free: IntArray,
-    gpu_free: IntArray,
     model_id: IntArray,
     cpu: int,
     num_gpu: int,
@@ -90,7 +120,7 @@ def fragmentation_after_whole(
     leaves every shape's count of usable GPUs ``num_gpu`` lower and adds nothing
     below any share.
     """
-    fits, small, total = gpu_stats(cw, gpu_free)
+    fits, small, total = stats
     before: FloatArray = fragment_matrix(cw, fits, small, total, cpu_free, model_id) @ cw.weights
     after: FloatArray = (
         fragment_matrix(cw, fits - num_gpu, small, total - 1000 * num_gpu, cpu_free - cpu, model_id) @ cw.weights
@@ -98,29 +128,40 @@ def fragmentation_after_whole(
     return before, after
 
 
-def fragmentation_after_fractional(
+def fragmentation_after_share(
     cw: CompiledWorkload,
+    stats: tuple[IntArray, IntArray, IntArray],
     cpu_free: IntArray,
-    gpu_free: IntArray,
     model_id: IntArray,
+    gpu: IntArray,
     cpu: int,
     milli: int,
-) -> tuple[FloatArray, FloatArray]:
-    """(F before per node, F after per node and GPU) placing a fractional pod on GPU i.
+) -> FloatArray:
+    """F after a fractional pod takes ``milli`` from a GPU with ``gpu`` free, one row per candidate.
 
-    Entries for GPUs with less than ``milli`` free are meaningless; callers mask them.
+    All arguments are row-aligned: row r is a node (its stats, CPU, model)
+    and the free share of the GPU the pod would take there. Only that GPU
+    changes, so only its contribution to each shape's counts moves.
     """
-    fits, small, total = gpu_stats(cw, gpu_free)
-    before: FloatArray = fragment_matrix(cw, fits, small, total, cpu_free, model_id) @ cw.weights
-    g = gpu_free[:, :, None]
+    fits, small, total = stats
+    g = gpu[:, None]
     g2 = g - milli
-    share = cw.milli[None, None, :]
-    was_below = g < share
-    now_below = g2 < share
-    fits2 = fits[:, None, :] + was_below.astype(np.int64) - now_below
-    small2 = small[:, None, :] - g * was_below + g2 * now_below
-    total2 = np.broadcast_to((total - milli)[:, None], gpu_free.shape)
-    cpu2 = np.broadcast_to((cpu_free - cpu)[:, None], gpu_free.shape)
-    ok = cw.usable[model_id][:, None, :] & (fits2 >= cw.num) & (cpu2[..., None] >= cw.cpu)
-    after: FloatArray = np.where(ok, small2, total2[..., None]) @ cw.weights
-    return before, after
+    was_below = g < cw.milli
+    now_below = g2 < cw.milli
+    fits2 = fits + was_below.astype(np.int64) - now_below
+    small2 = small - g * was_below + g2 * now_below
+    after: FloatArray = fragment_matrix(cw, fits2, small2, total - milli, cpu_free - cpu, model_id) @ cw.weights
+    return after
+
+
+def share_candidates(gpu_free: IntArray, milli: int) -> tuple[IntArray, IntArray]:
+    """(row, free share) of each distinct GPU state per row that can take ``milli``.
+
+    GPUs of one node with the same free share lead to the same outcome, so
+    each is evaluated once.
+    """
+    rows, cols = np.nonzero(gpu_free >= milli)
+    keys = np.unique(rows * 2048 + gpu_free[rows, cols])
+    out_rows: IntArray = (keys // 2048).astype(np.int64)
+    out_free: IntArray = (keys % 2048).astype(np.int64)
+    return out_rows, out_free

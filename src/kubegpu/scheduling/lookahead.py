@@ -40,8 +40,11 @@ from kubegpu.scheduling.fgd import sigmoid_score
 from kubegpu.scheduling.fragmentation import (
     CompiledWorkload,
     FloatArray,
-    fragmentation_after_fractional,
+    ShapeStats,
+    fragment_matrix,
+    fragmentation_after_share,
     fragmentation_after_whole,
+    share_candidates,
 )
 from kubegpu.scheduling.framework import GpuPicker, ScorePlugin
 from kubegpu.scheduling.gpupick import exclusive_gpus
@@ -78,26 +81,39 @@ class LookaheadModel:
         return out
 
 
-def fractional_deltas(model: LookaheadModel, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
-    """Drop of F + S per node and GPU for a fractional pod; −inf where the GPU lacks the share."""
-    gpu = state.gpu_free[nodes]
+def _share_rows(
+    model: LookaheadModel,
+    stats: ShapeStats,
+    state: ClusterState,
+    pod: PodSpec,
+    nodes: IntArray,
+    rows: IntArray,
+    free: IntArray,
+) -> FloatArray:
+    """Drop of F + S for a fractional pod taking a GPU with ``free`` milli on ``nodes[rows]``."""
+    cw = model.workload
+    fits, small, total = stats.rows(nodes)
     cpu = state.cpu_free[nodes]
-    before, after = fragmentation_after_fractional(
-        model.workload, cpu, gpu, state.model_id[nodes], pod.cpu_milli, pod.gpu_milli
-    )
-    total = gpu.sum(axis=1)
-    before = before + model.stranded(cpu, total)
-    after = after + model.stranded(cpu - pod.cpu_milli, total - pod.gpu_milli)[:, None]
-    out: FloatArray = np.where(gpu >= pod.gpu_milli, before[:, None] - after, -np.inf)
+    mid = state.model_id[nodes]
+    before = fragment_matrix(cw, fits, small, total, cpu, mid) @ cw.weights + model.stranded(cpu, total)
+    after = fragmentation_after_share(
+        cw, (fits[rows], small[rows], total[rows]), cpu[rows], mid[rows], free, pod.cpu_milli, pod.gpu_milli
+    ) + model.stranded(cpu[rows] - pod.cpu_milli, total[rows] - pod.gpu_milli)
+    out: FloatArray = before[rows] - after
     return out
 
 
-def fractional_scores(model: LookaheadModel, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
-    """Integer score per node and GPU for a fractional pod; −1 where the GPU lacks the share."""
-    delta = fractional_deltas(model, state, pod, nodes)
-    fits = np.isfinite(delta)
-    out: IntArray = np.where(fits, sigmoid_score(np.where(fits, delta, 0.0)), -1)
-    return out
+class _Stats:
+    """Lazily binds a :class:`ShapeStats` to the cluster the policy is first used with."""
+
+    def __init__(self, workload: CompiledWorkload) -> None:
+        self.workload = workload
+        self._stats: ShapeStats | None = None
+
+    def of(self, state: ClusterState) -> ShapeStats:
+        if self._stats is None or self._stats.state is not state:
+            self._stats = ShapeStats(self.workload, state)
+        return self._stats
 
 
 class LookaheadScore(ScorePlugin):
@@ -107,15 +123,21 @@ class LookaheadScore(ScorePlugin):
 
     def __init__(self, model: LookaheadModel) -> None:
         self.model = model
+        self.stats = _Stats(model.workload)
 
     def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
+        stats = self.stats.of(state)
         if pod.is_fractional:
-            out: IntArray = fractional_scores(self.model, state, pod, nodes).max(axis=1)
+            rows, free = share_candidates(state.gpu_free[nodes], pod.gpu_milli)
+            delta = _share_rows(self.model, stats, state, pod, nodes, rows, free)
+            out: IntArray = np.full(len(nodes), -1, dtype=np.int64)
+            np.maximum.at(out, rows, sigmoid_score(delta))
             return out
         cpu = state.cpu_free[nodes]
-        total = state.gpu_free[nodes].sum(axis=1)
+        node_stats = stats.rows(nodes)
+        total = node_stats[2]
         before, after = fragmentation_after_whole(
-            self.model.workload, cpu, state.gpu_free[nodes], state.model_id[nodes], pod.cpu_milli, pod.num_gpu
+            self.model.workload, node_stats, cpu, state.model_id[nodes], pod.cpu_milli, pod.num_gpu
         )
         before = before + self.model.stranded(cpu, total)
         after = after + self.model.stranded(cpu - pod.cpu_milli, total - pod.total_gpu_milli)
@@ -132,16 +154,19 @@ class LookaheadGpu(GpuPicker):
 
     def __init__(self, model: LookaheadModel) -> None:
         self.model = model
+        self.stats = _Stats(model.workload)
 
     def pick(self, state: ClusterState, pod: PodSpec, node: int) -> tuple[int, ...]:
         if pod.num_gpu == 0:
             return ()
         if not pod.is_fractional:
             return exclusive_gpus(state, pod, node)
-        scores = fractional_scores(self.model, state, pod, np.array([node]))[0]
-        best = scores.max()
-        if best < 0:
-            raise OverCommit(f"pod {pod.name}: no GPU of node {state.nodes[node].name} has {pod.gpu_milli} milli free")
         free = state.gpu_free[node]
-        candidates = np.flatnonzero(scores == best)
-        return (int(min(candidates, key=lambda g: (free[g], g))),)
+        candidates = np.flatnonzero(free >= pod.gpu_milli)
+        if not len(candidates):
+            raise OverCommit(f"pod {pod.name}: no GPU of node {state.nodes[node].name} has {pod.gpu_milli} milli free")
+        nodes = np.array([node])
+        rows = np.zeros(len(candidates), dtype=np.int64)
+        scores = sigmoid_score(_share_rows(self.model, self.stats.of(state), state, pod, nodes, rows, free[candidates]))
+        best = candidates[scores == scores.max()]
+        return (int(min(best, key=lambda g: (free[g], g))),)
