@@ -14,7 +14,7 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
-from kubegpu.scheduling.errors import InvalidSpec, TraceError
+from kubegpu.scheduling.errors import TraceError
 from kubegpu.scheduling.model import NodeSpec, PodSpec
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
@@ -119,22 +119,29 @@ def read_pods(path: Path | str) -> list[PodSpec]:
         gpu_milli = _int(path, line, row, "gpu_milli")
         if gpu_milli > 1000:
             raise TraceError(str(path), line, "gpu_milli", f"{gpu_milli} is more than one GPU (1000)")
-        models = frozenset(m for m in row.get("gpu_spec", "").split("|") if m)
-        try:
-            pods.append(
-                PodSpec(
-                    name,
-                    _int(path, line, row, "cpu_milli"),
-                    _int(path, line, row, "memory_mib"),
-                    num_gpu,
-                    gpu_milli,
-                    models if num_gpu else frozenset(),
-                    priority=_int(path, line, row, "priority", default=0, signed=True),
-                )
+        if (num_gpu == 0) != (gpu_milli == 0):
+            raise TraceError(
+                str(path), line, "gpu_milli", f"{gpu_milli} milli per GPU does not go with num_gpu={num_gpu}"
             )
-        except InvalidSpec as exc:
-            column = "gpu_milli" if "gpu_milli" in str(exc) else "num_gpu"
-            raise TraceError(str(path), line, column, str(exc)) from exc
+        if 0 < gpu_milli < 1000 and num_gpu > 1:
+            raise TraceError(
+                str(path),
+                line,
+                "num_gpu",
+                f"a fractional request ({gpu_milli} milli) must ask for one GPU, not {num_gpu}",
+            )
+        models = frozenset(m for m in row.get("gpu_spec", "").split("|") if m)
+        pods.append(
+            PodSpec(
+                name,
+                _int(path, line, row, "cpu_milli"),
+                _int(path, line, row, "memory_mib"),
+                num_gpu,
+                gpu_milli,
+                models if num_gpu else frozenset(),
+                priority=_int(path, line, row, "priority", default=0, signed=True),
+            )
+        )
     if not pods:
         raise TraceError(str(path), 1, "", "no pods in the file")
     return pods
