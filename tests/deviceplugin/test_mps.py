@@ -15,43 +15,14 @@ from typing import Any
 import pytest
 
 from kubegpu.deviceplugin import mps, resource_map
+from tests.deviceplugin.fixtures import fake_mps
 from tests.deviceplugin.fixtures.build import plugin_config, profile
-
-# A stand-in for nvidia-cuda-mps-control and nvidia-smi: records how it was called, answers the health query.
-FAKE = """#!{python}
-import json, os, sys
-record = os.environ["FAKE_MPS_RECORD"]
-data = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
-entry = {{"prog": os.path.basename(sys.argv[0]), "argv": sys.argv[1:], "stdin": data,
-         "pipe": os.environ.get("CUDA_MPS_PIPE_DIRECTORY"), "log": os.environ.get("CUDA_MPS_LOG_DIRECTORY")}}
-with open(record, "a") as fh:
-    fh.write(json.dumps(entry) + "\\n")
-if os.environ.get("FAKE_MPS_FAIL") == entry["prog"] and sys.argv[1:] == ["-d"]:
-    sys.stderr.write("cannot start the MPS server\\n")
-    sys.exit(1)
-if data.strip() == "get_default_active_thread_percentage":
-    answer = "100.0"
-    for line in open(record):
-        e = json.loads(line)
-        if e["pipe"] == entry["pipe"] and e["stdin"].startswith("set_default_active_thread_percentage"):
-            answer = e["stdin"].split()[1] + ".0"
-    print(answer)
-"""
 
 
 @pytest.fixture
 def fakes(tmp_path: Path) -> dict[str, Path]:
     """Fake control program and nvidia-smi, and the file they record calls in."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    paths = {}
-    for name in ("nvidia-cuda-mps-control", "nvidia-smi"):
-        path = bin_dir / name
-        path.write_text(FAKE.format(python=sys.executable))
-        path.chmod(0o755)
-        paths[name] = path
-    paths["record"] = tmp_path / "calls.jsonl"
-    return paths
+    return fake_mps.install(tmp_path)
 
 
 def calls(record: Path) -> list[dict[str, Any]]:
@@ -261,3 +232,18 @@ def test_mps_daemon_exits_1_when_the_server_does_not_start(tmp_path: Path, fakes
     assert "-d: exit 1: cannot start the MPS server" in result.stderr
     assert not (root / ".ready").exists()
     assert [c["argv"][-1] for c in calls(fakes["record"]) if c["prog"] == "nvidia-smi"][-4:] == ["DEFAULT"] * 4
+
+
+def test_readiness_needs_the_ready_file_and_every_resources_started_file(tmp_path: Path) -> None:
+    names = ["nvidia.com/gpu", "nvidia.com/gpu.big"]
+    assert mps.readiness_problem(tmp_path, []) is None
+    problem = mps.readiness_problem(tmp_path, names)
+    assert problem is not None and f"{tmp_path}/.ready does not exist" in problem
+    (tmp_path / ".ready").touch()
+    (tmp_path / "nvidia.com" / "gpu").mkdir(parents=True)
+    (tmp_path / "nvidia.com" / "gpu" / ".started").touch()
+    problem = mps.readiness_problem(tmp_path, names)
+    assert problem is not None and "the MPS daemon of nvidia.com/gpu.big has not started" in problem
+    (tmp_path / "nvidia.com" / "gpu.big").mkdir()
+    (tmp_path / "nvidia.com" / "gpu.big" / ".started").touch()
+    assert mps.readiness_problem(tmp_path, names) is None

@@ -59,8 +59,10 @@ class Node:
     def start_kubelet(self) -> None:
         self.start("kubelet", ["kubelet", "--socket-dir", str(self.sock_dir), "--no-pod-resources"])
 
-    def start_plugin(self, machine: str | None = None, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        args = ["plugin", "--kubelet-socket", str(self.sock_dir / "kubelet.sock")]
+    def start_plugin(
+        self, machine: str | None = None, env: dict[str, str] | None = None, extra: tuple[str, ...] = ()
+    ) -> subprocess.Popen[bytes]:
+        args = ["plugin", "--kubelet-socket", str(self.sock_dir / "kubelet.sock"), *extra]
         if machine is not None:
             args += ["--machine", machine, "--fault-file", str(self.work / "faults.jsonl")]
         return self.start("plugin", args, env)
@@ -203,3 +205,47 @@ def test_a_missing_nvml_library_makes_the_plugin_exit_nonzero_naming_the_paths_t
     log = node.log("plugin")
     assert "libnvidia-ml.so.1 not found; looked in: /driver-root/usr/lib64/libnvidia-ml.so.1" in log
     assert "default loader path" in log
+
+
+def test_with_mixed_mig_the_nvml_plugin_registers_exactly_the_simulated_plugins_mig_resources(
+    nodes: Callable[[str], Node], tmp_path: Path, fake_library: Path
+) -> None:
+    fake = harness.stage(tmp_path / "fake", "a100-mig", fake_library)
+    simulated, nvml = nodes("simulated"), nodes("nvml")
+    for node in (simulated, nvml):
+        node.start_kubelet()
+    mixed = ("--mig-strategy", "mixed")
+    simulated.start_plugin(machine="a100-mig", extra=mixed)
+    nvml.start_plugin(env=nvml_env(fake, fake.library_dir), extra=mixed)
+    machine = fake.machine
+    mig_devices = [m for g in machine.gpus if g.mig_enabled for m in g.mig_devices]
+    expected_count = len(mig_devices) + sum(1 for g in machine.gpus if not g.mig_enabled)
+    want = devices(simulated.until(registered(expected_count)))
+    got = devices(nvml.until(registered(expected_count)))
+    assert got == want
+    assert {name for name in got if name.startswith("nvidia.com/mig-")} == {
+        f"nvidia.com/mig-{m.profile.replace('+', '.')}" for m in mig_devices
+    }
+    assert {d["id"] for name, devs in got.items() if name != "nvidia.com/gpu" for d in devs} == {
+        m.uuid for m in mig_devices
+    }
+
+
+def test_nvml_init_failure_with_fail_on_init_error_false_keeps_running_with_no_resources_and_says_why(
+    nodes: Callable[[str], Node], tmp_path: Path, fake_library: Path
+) -> None:
+    fake = harness.stage(tmp_path / "fake", "pcie-4xt4", fake_library)
+    fake.init_error(harness.DRIVER_NOT_LOADED)
+    node = nodes("nvml")
+    node.start_kubelet()
+    plugin = node.start_plugin(env=nvml_env(fake, fake.library_dir), extra=("--fail-on-init-error=false",))
+    deadline = time.monotonic() + DEADLINE_S
+    while "No devices found. Waiting indefinitely." not in node.log("plugin"):
+        assert plugin.poll() is None, node.log("plugin")
+        assert time.monotonic() < deadline, node.log("plugin")
+        time.sleep(0.1)
+    waiting = next(line for line in node.log("plugin").splitlines() if "No devices found" in line)
+    assert "the NVIDIA kernel driver is not loaded" in waiting and "libnvidia-ml.so" in waiting
+    assert node.status().get("resources", {}) == {}
+    plugin.terminate()
+    assert plugin.wait(DEADLINE_S) == 0
