@@ -207,4 +207,5 @@ class NodeResourcesFitScore(ScorePlugin):
         return combine(self.strategy, requested, allocatable, weights, self.shape)
 
     def cache_key(self, pod: PodSpec) -> Hashable | None:
-        return None  # cheap enough to compute fresh
+        # The score reads only the node's own requested/allocatable and these four requests.
+        return (pod.cpu_milli, pod.memory_mib, pod.num_gpu, pod.gpu_milli)
