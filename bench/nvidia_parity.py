@@ -8,7 +8,9 @@ All pure functions, timed in-process (p50 / p99 over repeated calls, after one w
 * one Allocate response (``responses.container_edits``): 1 and 8 devices, envvar, and every strategy at once
   with device specs and IMEX (the worst case);
 * building and strictly validating the CDI spec of the mixed-MIG node;
-* computing the GPU feature discovery labels of the mixed-MIG node.
+* computing the GPU feature discovery labels of the mixed-MIG node;
+* GetPreferredAllocation's mapping over ``kubegpu.placement`` (``preferred.Preferred``, tables built once):
+  4 whole GPUs of a DGX A100 by topology, and 8 of the 384 MPS replicas, distributed.
 
 Prints a table, then the lines README's performance table is filled from.
 
@@ -24,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kubegpu.deviceplugin import cdi, cdi_spec, config, labels, resource_map, responses
+from kubegpu.deviceplugin import cdi, cdi_spec, config, labels, preferred, resource_map, responses
 from kubegpu.gpu import profiles
 
 MIXED = "sharing: {timeSlicing: {resources: [{name: mig-1g.10gb, replicas: 4}, {name: mig-3g.40gb, replicas: 2}]}}"
@@ -113,6 +115,24 @@ def main() -> None:
             )
         )
 
+        whole_ids = [d.id for d in gpus.devices]
+        by_topology = preferred.Preferred(gpus, dgx.topology, "topology")
+        rows.append(
+            (
+                "GetPreferredAllocation, dgx-a100, 4 of 8 GPUs, topology",
+                *timed(lambda: by_topology(whole_ids, [], 4), calls),
+            )
+        )
+        replicas = resource_map.build(dgx, mps_cfg)["nvidia.com/gpu.shared"]
+        replica_ids = [d.id for d in replicas.devices]
+        spread = preferred.Preferred(replicas, dgx.topology, "distributed")
+        rows.append(
+            (
+                "GetPreferredAllocation, 8 of 384 MPS replicas, distributed",
+                *timed(lambda: spread(replica_ids, [], 8), calls),
+            )
+        )
+
     width = max(len(r[0]) for r in rows)
     print(f"{'what'.ljust(width)}  {'p50 us':>10}  {'p99 us':>10}")
     for what, p50, p99 in rows:
@@ -126,6 +146,13 @@ def main() -> None:
     print(
         f"| Allocate response building p50 / p99: 1 GPU envvar; 8 GPUs every strategy + device specs + IMEX "
         f"| p99 <= 1 ms | {one[1]:.0f} / {one[2]:.0f} us; {worst[1]:.0f} / {worst[2]:.0f} us | bench/nvidia_parity.py |"
+    )
+    whole = alloc["GetPreferredAllocation, dgx-a100, 4 of 8 GPUs, topology"]
+    shared = alloc["GetPreferredAllocation, 8 of 384 MPS replicas, distributed"]
+    print(
+        f"| GetPreferredAllocation mapping + placement p50 / p99 (pure): dgx-a100 4 of 8 GPUs, topology; "
+        f"8 of 384 MPS replicas, distributed | p99 <= 1 ms | {whole[1]:.0f} / {whole[2]:.0f} us; "
+        f"{shared[1]:.0f} / {shared[2]:.0f} us | bench/nvidia_parity.py |"
     )
     print(
         f"| resource map build, dgx-a100 with 48 MPS replicas per GPU (384 devices) p50 / p99 "

@@ -7,7 +7,8 @@ bookkeeping. Every RPC is real gRPC over unix sockets.
 
 Prints plain lines ``plugin <what> <value>``. Targets (issue 2): start -> registered <= 1000 ms,
 kubelet.sock re-created -> re-registered <= 500 ms, fault -> kubelet sees Unhealthy <= 100 ms,
-Allocate p99 <= 2 ms, RSS <= 50 MiB.
+Allocate p99 <= 2 ms, RSS <= 50 MiB. Then a mixed-MIG A100 node (6 resources, 6 sockets) with the metrics
+endpoint on: start -> every resource registered, and RSS.
 
     python bench/plugin.py [--calls 1000] [--faults 20] [--restarts 10]
 """
@@ -21,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -28,6 +30,7 @@ import grpc
 from kubegpu.api import constants
 from kubegpu.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from kubegpu.gpu import faults, profiles
+from kubegpu.localnode import free_port
 
 UUIDS = [g.uuid for g in profiles.load("dgx-a100").gpus]
 
@@ -42,8 +45,8 @@ class Kubelet(api_pb2_grpc.RegistrationServicer):
         self.health: dict[str, str] = {}
         self.changed = asyncio.Event()
         self.server: grpc.aio.Server | None = None
-        self.channel: grpc.aio.Channel | None = None
-        self.watch: asyncio.Task[None] | None = None
+        self.channels: dict[str, grpc.aio.Channel] = {}
+        self.watches: dict[str, asyncio.Task[None]] = {}
 
     async def start(self) -> float:
         self.server = grpc.aio.server()
@@ -58,16 +61,27 @@ class Kubelet(api_pb2_grpc.RegistrationServicer):
         self.socket.unlink(missing_ok=True)
 
     async def Register(self, request: api_pb2.RegisterRequest, context: grpc.aio.ServicerContext) -> api_pb2.Empty:
-        if self.watch is not None:
-            self.watch.cancel()
-        if self.channel is not None:
-            await self.channel.close()
-        self.channel = grpc.aio.insecure_channel(constants.unix_target(self.directory / request.endpoint))
-        stub = api_pb2_grpc.DevicePluginStub(self.channel)  # type: ignore[no-untyped-call]
+        name = request.resource_name
+        if name in self.watches:
+            self.watches.pop(name).cancel()
+        if name in self.channels:
+            await self.channels.pop(name).close()
+        channel = grpc.aio.insecure_channel(constants.unix_target(self.directory / request.endpoint))
+        self.channels[name] = channel
+        stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
         await stub.GetDevicePluginOptions(api_pb2.Empty(), timeout=10, wait_for_ready=True)
-        self.watch = asyncio.create_task(self._follow(stub))
+        self.watches[name] = asyncio.create_task(self._follow(stub))
         self.registered.put_nowait(time.perf_counter())
         return api_pb2.Empty()
+
+    async def close(self) -> None:
+        for task in self.watches.values():
+            task.cancel()
+        for channel in self.channels.values():
+            await channel.close()
+        self.watches.clear()
+        self.channels.clear()
+        await self.stop()
 
     async def _follow(self, stub: api_pb2_grpc.DevicePluginStub) -> None:
         async for response in stub.ListAndWatch(api_pb2.Empty()):
@@ -169,11 +183,50 @@ async def bench(calls: int, fault_rounds: int, restarts: int, starts: int) -> No
         if process is not None and process.returncode is None:
             process.terminate()
             await process.wait()
-        if kubelet.watch is not None:
-            kubelet.watch.cancel()
-        if kubelet.channel is not None:
-            await kubelet.channel.close()
-        await kubelet.stop()
+        await kubelet.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text: str = response.read().decode()
+        return text
+
+
+async def bench_mixed_mig(starts: int) -> None:
+    """a100-mig with --mig-strategy mixed: 6 resources, each its own server, socket and registration."""
+    directory = Path(tempfile.mkdtemp(prefix="kg-bench-", dir="/tmp"))
+    kubelet = Kubelet(directory)
+    await kubelet.start()
+    port = free_port()
+    command = [sys.executable, "-m", "kubegpu", "--log-level", "warning", "plugin", "--machine", "a100-mig"]
+    command += ["--mig-strategy", "mixed", "--kubelet-socket", str(kubelet.socket)]
+    command += ["--fault-file", str(directory / "faults.jsonl"), "--metrics-listen", f"127.0.0.1:{port}"]
+    process: asyncio.subprocess.Process | None = None
+    try:
+        took = []
+        for _ in range(starts):
+            if process is not None:
+                process.terminate()
+                await process.wait()
+            began = time.perf_counter()
+            process = await asyncio.create_subprocess_exec(
+                *command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+            )
+            last = 0.0
+            for _ in range(6):
+                last = await asyncio.wait_for(kubelet.registered.get(), 30)
+            took.append((last - began) * 1000)
+        assert process is not None
+        print(f"plugin mig_mixed_6_resources_start_to_all_registered_ms_median {statistics.median(took):.1f}")
+        lines = (await asyncio.to_thread(scrape, port)).count("\n")
+        print(f"plugin mig_mixed_metrics_lines {lines}")
+        print(f"plugin mig_mixed_rss_mib_metrics_on {rss_mib(process.pid):.1f}")
+    finally:
+        if process is not None and process.returncode is None:
+            process.terminate()
+            await process.wait()
+        await kubelet.close()
         shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -185,6 +238,7 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=3, help="plugin process starts (default 3)")
     args = parser.parse_args()
     asyncio.run(bench(args.calls, args.faults, args.restarts, args.starts))
+    asyncio.run(bench_mixed_mig(args.starts))
 
 
 if __name__ == "__main__":

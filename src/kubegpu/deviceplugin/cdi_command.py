@@ -22,6 +22,7 @@ _FLAGS = config.plugin_flags(
     "device_id_strategy",
     "nvidia_driver_root",
     "nvidia_dev_root",
+    "container_driver_root",
     "nvidia_ctk_path",
     "cdi_disable_hooks",
     "imex_channel_ids",
@@ -101,7 +102,11 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         else:
             from kubegpu.gpu.backends import open_backend
 
-            backend = open_backend(None, driver_root=cfg.flags.nvidia_driver_root)
+            backend = open_backend(
+                None,
+                driver_root=cfg.flags.nvidia_driver_root,
+                container_driver_root=cfg.flags.plugin.container_driver_root,
+            )
             try:
                 machine = backend.discover()
             finally:

@@ -37,6 +37,47 @@ def _known(resource: Resource, ids: Sequence[str], where: str) -> list[str]:
     return unique
 
 
+class Preferred:
+    """GetPreferredAllocation for one resource under one policy; the ID tables are built once, not per call.
+
+    ``policy`` must suit the resource (a whole-GPU policy for whole GPUs, a shared one otherwise).
+    """
+
+    def __init__(self, resource: Resource, topology: Topology, policy: str) -> None:
+        self.resource = resource
+        self.topology = topology
+        self.policy = policy
+        self.whole_gpus = places_whole_gpus(resource)
+        self._index_of = {d.id: d.gpu_index for d in resource.devices}
+        self._id_of = {d.gpu_index: d.id for d in resource.devices}
+        self._shared = [placement.SharedDevice(id=d.id, group=d.gpu_uuid) for d in resource.devices]
+
+    def __call__(self, available: Sequence[str], must_include: Sequence[str], size: int) -> list[str]:
+        """Exactly ``size`` IDs: every must-include ID plus the policy's choice among the available.
+
+        Whole GPUs come back in GPU index order; shared devices as the must-include IDs followed by the picks.
+        Raises :class:`InvalidRequest` for an impossible request rather than answering short.
+        """
+        resource = self.resource
+        avail = _known(resource, available, "available")
+        must = _known(resource, must_include, "must-include")
+        offered = set(avail)
+        for device_id in must:
+            if device_id not in offered:
+                # Checked here, not in placement, so the message names the device ID rather than a GPU index.
+                raise _invalid(resource.name, f"must-include device {device_id} is not among the available devices")
+        try:
+            if self.whole_gpus:
+                index_of = self._index_of
+                chosen = placement.pick(
+                    self.policy, self.topology, [index_of[i] for i in avail], [index_of[i] for i in must], size
+                )
+                return [self._id_of[i] for i in chosen]
+            return placement.pick_shared(self.policy, self._shared, avail, must, size)
+        except placement.PlacementError as exc:
+            raise _invalid(resource.name, str(exc)) from None
+
+
 def preferred(
     resource: Resource,
     topology: Topology,
@@ -45,26 +86,5 @@ def preferred(
     must_include: Sequence[str],
     size: int,
 ) -> list[str]:
-    """Exactly ``size`` IDs of ``resource``: every must-include ID plus the policy's choice among the available.
-
-    Whole GPUs come back in GPU index order; shared devices as the must-include IDs followed by the picks.
-    ``policy`` must suit the resource (a whole-GPU policy for whole GPUs, a shared one otherwise).
-    Raises :class:`InvalidRequest` for an impossible request rather than answering short.
-    """
-    avail = _known(resource, available, "available")
-    must = _known(resource, must_include, "must-include")
-    offered = set(avail)
-    for device_id in must:
-        if device_id not in offered:
-            # Checked here, not in placement, so the message names the device ID rather than a GPU index.
-            raise _invalid(resource.name, f"must-include device {device_id} is not among the available devices")
-    try:
-        if places_whole_gpus(resource):
-            index_of = {d.id: d.gpu_index for d in resource.devices}
-            id_of = {d.gpu_index: d.id for d in resource.devices}
-            chosen = placement.pick(policy, topology, [index_of[i] for i in avail], [index_of[i] for i in must], size)
-            return [id_of[i] for i in chosen]
-        shared = [placement.SharedDevice(id=d.id, group=d.gpu_uuid) for d in resource.devices]
-        return placement.pick_shared(policy, shared, avail, must, size)
-    except placement.PlacementError as exc:
-        raise _invalid(resource.name, str(exc)) from None
+    """One answer of :class:`Preferred` (for callers with a single request)."""
+    return Preferred(resource, topology, policy)(available, must_include, size)

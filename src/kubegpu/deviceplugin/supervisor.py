@@ -101,7 +101,7 @@ def handlers_for(
     policy = config.flags.plugin.policy_for(shared=not preferred.places_whole_gpus(resource))
     return server.Handlers(
         allocate=functools.partial(responses.allocate_all, resource, options=options, exists=view.exists),
-        preferred=functools.partial(preferred.preferred, resource, machine.topology, policy),
+        preferred=preferred.Preferred(resource, machine.topology, policy),
     )
 
 
