@@ -90,3 +90,18 @@ def test_unknown_policy_and_bad_seeds_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2 and "'9-3' is not a seed or a range" in done.stderr
     done = simulate(tmp_path, "--weights", "gpu=3", "--scale", "0.05")
     assert done.returncode == 2 and "unknown resource 'gpu'" in done.stderr
+
+
+def test_preemption_flag_evicts_lower_priority_pods_of_the_trace(tmp_path: Path) -> None:
+    (tmp_path / "n.csv").write_text("sn,cpu_milli,memory_mib,gpu,model\nn1,32000,65536,2,T4\n")
+    rows = "".join(f"low{i},1000,0,1,1000,0\n" for i in range(2)) + "".join(
+        f"high{i},1000,0,1,1000,9\n" for i in range(2)
+    )
+    (tmp_path / "p.csv").write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,priority\n" + rows)
+    base = ["--trace-nodes", "n.csv", "--trace-pods", "p.csv", "--policy", "bestfit", "--load", "200", "--json"]
+    results = [
+        json.loads(simulate(tmp_path, *base, "--seed", str(s), "--preemption").stdout.splitlines()[-1])
+        for s in range(6)
+    ]
+    assert all(r["failed"] + r["preempted"] == 2 for r in results)
+    assert any(r["preempted"] > 0 for r in results)

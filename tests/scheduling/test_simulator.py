@@ -9,7 +9,7 @@ from kubegpu.scheduling.simulator import RunResult, prepare_workload, simulate
 from kubegpu.scheduling.trace import read_nodes, read_pods
 
 from ..conftest import SHARED
-from .helpers import pod
+from .helpers import node, pod
 
 TRACE = SHARED / "traces" / "alibaba-gpu-v2023"
 
@@ -56,3 +56,21 @@ def test_fixed_seed_reproduction_on_the_default_trace() -> None:
     assert abs(fgd - 4.77) <= 0.5
     assert abs(bestfit - 7.09) <= 0.5
     assert ours < fgd
+
+
+def test_a_gang_that_cannot_fit_is_placed_not_at_all() -> None:
+    nodes = [node("a"), node("b")]
+    gang = [pod(f"w{i}", gpus=8, group="job", min_member=3) for i in range(3)]
+    single = [pod("s", gpus=1)]
+    result = simulate(nodes, gang + single, "fgd", 0, target_load=25_000 / 16_000)
+    assert result.failed == 3 and result.allocated_milli[-1] == 1000
+
+
+def test_preemption_lets_a_later_high_priority_pod_evict_a_lower_one() -> None:
+    nodes = [node("a", gpus=1)]
+    pods = [pod("low", gpus=1, priority=0), pod("high", gpus=1, priority=10)]
+    seed = next(s for s in range(100) if prepare_workload(pods, 1000, np.random.default_rng(s), 2.0)[0].name == "low")
+    with_preemption = simulate(nodes, pods, "fgd", seed, target_load=2.0, preemption=True)
+    without = simulate(nodes, pods, "fgd", seed, target_load=2.0)
+    assert (with_preemption.preempted, with_preemption.failed) == (1, 0)
+    assert (without.preempted, without.failed) == (0, 1)

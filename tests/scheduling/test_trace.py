@@ -106,3 +106,29 @@ def test_malformed_node_list_names_file_line_and_column(tmp_path: Path, text: st
 def test_a_missing_file_is_a_trace_error(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="cannot open"):
         read_pods(tmp_path / "nope.csv")
+
+
+@pytest.mark.parametrize(
+    ("rows", "line", "message"),
+    [
+        ("p,1,0,0,0,,2\n", 2, "needs a pod_group"),
+        ("p,1,0,0,0,g,2\nq,1,0,0,0,g,3\n", 3, "3 but group 'g' has 2 pods"),
+    ],
+    ids=["min-member-without-group", "min-member-above-group-size"],
+)
+def test_gang_columns_are_checked(tmp_path: Path, rows: str, line: int, message: str) -> None:
+    path = write(tmp_path, "p.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,pod_group,min_member\n" + rows)
+    with pytest.raises(TraceError, match=message) as err:
+        read_pods(path)
+    assert (err.value.line, err.value.column) == (line, "min_member")
+
+
+def test_priority_and_gang_columns_are_read(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "p.csv",
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,priority,pod_group,min_member\n"
+        "p,1,0,1,1000,-5,job,2\nq,1,0,1,1000,7,job,\n",
+    )
+    p, q = read_pods(path)
+    assert (p.priority, p.group, p.min_member, q.priority, q.min_member) == (-5, "job", 2, 7, 0)

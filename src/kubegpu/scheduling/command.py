@@ -45,6 +45,7 @@ class RunSpec:
     load: float
     options: PolicyOptions
     tie_break: str
+    preemption: bool = False
 
 
 def _seeds(text: str) -> list[int]:
@@ -131,6 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="R=W,...",
         help="resource weights of the NodeResourcesFit policies, e.g. cpu=1,memory=1,nvidia.com/gpu=3",
     )
+    parser.add_argument(
+        "--preemption",
+        action="store_true",
+        help="let a pod no node can take evict lower-priority pods (pod list column 'priority')",
+    )
     parser.add_argument("--jobs", type=int, default=0, help="worker processes for sweeps (default: one per CPU)")
     parser.add_argument("--out", type=Path, default=Path("."), help="directory for the outputs (default .)")
     parser.add_argument("--name", default="kubegpu-simulate", help="file name stem of the outputs")
@@ -159,6 +165,7 @@ def _run(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -> A
         target_load=spec.load,
         options=spec.options,
         tie_break=spec.tie_break,
+        preemption=spec.preemption,
         progress=progress,
     )
     return RunSummary.of(result, time.perf_counter() - started)
@@ -216,7 +223,16 @@ def _table(runs: Sequence[Any], title: str) -> None:
     from rich.table import Table
 
     table = Table(title=title)
-    for column in ("policy", "seed", "pods", "failed", "unallocated @100%", "unallocated @130%", "seconds"):
+    for column in (
+        "policy",
+        "seed",
+        "pods",
+        "failed",
+        "preempted",
+        "unallocated @100%",
+        "unallocated @130%",
+        "seconds",
+    ):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for run in runs:
         table.add_row(
@@ -224,6 +240,7 @@ def _table(runs: Sequence[Any], title: str) -> None:
             str(run.seed),
             str(run.pods),
             str(run.failed),
+            str(run.preempted),
             f"{run.unallocated_100:.2f}",
             f"{run.unallocated_130:.2f}",
             f"{run.seconds:.1f}",
@@ -236,6 +253,7 @@ def _table(runs: Sequence[Any], title: str) -> None:
             table.add_row(
                 policy,
                 "median",
+                "",
                 "",
                 "",
                 f"{statistics.median(r.unallocated_100 for r in mine):.2f}",
@@ -273,7 +291,7 @@ def main(argv: list[str]) -> int:
     )
     options = PolicyOptions(weights=args.weights)
     specs = [
-        RunSpec(i, policy, seed, tuple(nodes), tuple(pods), args.load / 100.0, options, args.tie_break)
+        RunSpec(i, policy, seed, tuple(nodes), tuple(pods), args.load / 100.0, options, args.tie_break, args.preemption)
         for i, (policy, seed) in enumerate((p, s) for p in args.policy for s in seeds)
     ]
     jobs = args.jobs or min(len(specs), os.cpu_count() or 1)

@@ -34,6 +34,7 @@ class RunSummary:
     unallocated_130: float
     seconds: float
     series: tuple[tuple[int, float, float, float], ...]
+    preempted: int = 0
 
     @classmethod
     def of(cls, result: RunResult, seconds: float) -> RunSummary:
@@ -50,6 +51,7 @@ class RunSummary:
             result.unallocated_at(130),
             round(seconds, 3),
             series,
+            result.preempted,
         )
 
     def to_json(self, with_series: bool = False) -> dict[str, Any]:
@@ -58,6 +60,7 @@ class RunSummary:
             "seed": self.seed,
             "pods": self.pods,
             "failed": self.failed,
+            "preempted": self.preempted,
             "unallocated_gpu_pct": {"100": _num(self.unallocated_100), "130": _num(self.unallocated_130)},
             "seconds": self.seconds,
         }

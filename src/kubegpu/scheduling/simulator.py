@@ -9,7 +9,8 @@ and records after every pod the arrived GPU request, the allocated GPU-milli
 and the cluster's fragmentation. :class:`RunResult` turns those records into
 the paper's metrics (unallocated GPU % at an arrived load, bucketed to
 integer percent exactly as the authors' analysis does) and into a series.
-Must not read files or clocks itself; a caller may pass a timer.
+Gangs and preemption (optional) use the core's all-or-nothing and eviction
+logic. Must not read files or clocks itself; a caller may pass a timer.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from kubegpu.scheduling.cluster import ClusterState, IntArray
 from kubegpu.scheduling.errors import InvalidSpec
 from kubegpu.scheduling.fragmentation import CompiledWorkload, FloatArray, node_fragmentation
 from kubegpu.scheduling.framework import Placement, Scheduler
+from kubegpu.scheduling.gang import schedule_gang
 from kubegpu.scheduling.model import NodeSpec, PodSpec
 from kubegpu.scheduling.policies import PolicyOptions, build_profile
+from kubegpu.scheduling.preemption import preempt
 from kubegpu.scheduling.workload import TargetWorkload
 
 DEFAULT_TARGET_LOAD = 1.3
@@ -60,17 +63,8 @@ def prepare_workload(
 
 
 def _clone(pod: PodSpec, name: str) -> PodSpec:
-    return PodSpec(
-        name,
-        pod.cpu_milli,
-        pod.memory_mib,
-        pod.num_gpu,
-        pod.gpu_milli,
-        pod.gpu_models,
-        pod.priority,
-        pod.group,
-        pod.min_member,
-    )
+    # An inflation copy is a pod of its own: it keeps the request and priority, not the gang membership.
+    return PodSpec(name, pod.cpu_milli, pod.memory_mib, pod.num_gpu, pod.gpu_milli, pod.gpu_models, pod.priority)
 
 
 @dataclass(frozen=True)
@@ -95,6 +89,7 @@ class RunResult:
     fragment_milli: FloatArray
     failed: int
     decision_seconds: FloatArray = field(default_factory=lambda: np.zeros(0))
+    preempted: int = 0
 
     @property
     def pods(self) -> int:
@@ -154,10 +149,17 @@ def simulate(
     target_load: float = DEFAULT_TARGET_LOAD,
     options: PolicyOptions | None = None,
     tie_break: str = "rank",
+    preemption: bool = False,
     progress: Progress | None = None,
     timer: Callable[[], float] | None = None,
 ) -> RunResult:
-    """Replay ``pods`` onto ``nodes`` under ``policy`` following the FGD paper's protocol."""
+    """Replay ``pods`` onto ``nodes`` under ``policy`` following the FGD paper's protocol.
+
+    Pods of a gang (same ``group``) are scheduled together, all-or-nothing, when
+    the first of them arrives. With ``preemption``, a pod no node can take may
+    evict lower-priority pods; evicted pods are counted and not retried (no
+    departures, no requeue, as the protocol has none).
+    """
     state = ClusterState(nodes)
     rng = np.random.default_rng(seed)
     target = TargetWorkload.from_pods(pods)
@@ -165,28 +167,44 @@ def simulate(
     scheduler = Scheduler(state, build_profile(policy, state, target, pods, rng, options), rng, tie_break)
     measure = CompiledWorkload(target, state.models)  # the paper's F(M), whatever the policy
     node_frag = node_fragmentation(measure, state.cpu_free, state.gpu_free, state.model_id)
+    measured_version = state.version.copy()
+    groups: dict[str, list[PodSpec]] = {}
+    for pod in order:
+        if pod.group:
+            groups.setdefault(pod.group, []).append(pod)
     arrived = np.zeros(len(order), dtype=np.int64)
     allocated = np.zeros(len(order), dtype=np.int64)
     fragment = np.zeros(len(order), dtype=np.float64)
     seconds = np.zeros(len(order) if timer else 0, dtype=np.float64)
     arrived_so_far = 0
-    failed = 0
+    failed = preempted = 0
     for i, pod in enumerate(order):
         started = timer() if timer else 0.0
-        decision = scheduler.schedule(pod)
+        if pod.group:
+            members = groups.pop(pod.group, None)
+            if members is not None:  # the first member to arrive brings the gang
+                gang = schedule_gang(scheduler, members)
+                failed += len(gang.unplaced) if gang.admitted else len(members)
+        else:
+            decision = scheduler.schedule(pod)
+            if not isinstance(decision, Placement):
+                result = preempt(scheduler, pod) if preemption else None
+                if result is None:
+                    failed += 1
+                else:
+                    preempted += len(result.victims)
         if timer:
             seconds[i] = timer() - started
         arrived_so_far += pod.total_gpu_milli
-        if isinstance(decision, Placement):
-            n = decision.node
-            node_frag[n] = node_fragmentation(
-                measure, state.cpu_free[n : n + 1], state.gpu_free[n : n + 1], state.model_id[n : n + 1]
-            )[0]
-        else:
-            failed += 1
+        changed = np.flatnonzero(state.version != measured_version)
+        if len(changed):
+            node_frag[changed] = node_fragmentation(
+                measure, state.cpu_free[changed], state.gpu_free[changed], state.model_id[changed]
+            )
+            measured_version[changed] = state.version[changed]
         arrived[i] = arrived_so_far
         allocated[i] = state.allocated_gpu_milli
         fragment[i] = node_frag.sum()
         if progress and (i % 256 == 255 or i == len(order) - 1):
             progress(i + 1, len(order))
-    return RunResult(policy, seed, state.total_gpu_milli, arrived, allocated, fragment, failed, seconds)
+    return RunResult(policy, seed, state.total_gpu_milli, arrived, allocated, fragment, failed, seconds, preempted)

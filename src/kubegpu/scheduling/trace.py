@@ -2,9 +2,9 @@
 
 Owns the CSV formats of ``openb_node_list_*.csv`` (``sn, cpu_milli,
 memory_mib, gpu, model``) and ``openb_pod_list_*.csv`` (``name, cpu_milli,
-memory_mib, num_gpu, gpu_milli`` required; ``gpu_spec`` and ``priority``
-optional; timestamps and other columns ignored, as the FGD protocol ignores
-them). Every problem raises :class:`TraceError` naming the file, the line and
+memory_mib, num_gpu, gpu_milli`` required; ``gpu_spec``, ``priority``,
+``pod_group`` and ``min_member`` optional; timestamps and other columns
+ignored, as the FGD protocol ignores them). Every problem raises :class:`TraceError` naming the file, the line and
 the column. Must not schedule anything.
 """
 
@@ -108,6 +108,7 @@ def read_pods(path: Path | str) -> list[PodSpec]:
     path = Path(path)
     pods: list[PodSpec] = []
     seen: set[str] = set()
+    members: dict[str, list[tuple[int, PodSpec]]] = {}
     for line, row in _rows(path, POD_COLUMNS):
         name = row["name"]
         if not name:
@@ -131,6 +132,9 @@ def read_pods(path: Path | str) -> list[PodSpec]:
                 f"a fractional request ({gpu_milli} milli) must ask for one GPU, not {num_gpu}",
             )
         models = frozenset(m for m in row.get("gpu_spec", "").split("|") if m)
+        group = row.get("pod_group", "")
+        if not group and row.get("min_member", ""):
+            raise TraceError(str(path), line, "min_member", "needs a pod_group")
         pods.append(
             PodSpec(
                 name,
@@ -140,8 +144,18 @@ def read_pods(path: Path | str) -> list[PodSpec]:
                 gpu_milli,
                 models if num_gpu else frozenset(),
                 priority=_int(path, line, row, "priority", default=0, signed=True),
+                group=group,
+                min_member=_int(path, line, row, "min_member", default=0),
             )
         )
+        if group:
+            members.setdefault(group, []).append((line, pods[-1]))
     if not pods:
         raise TraceError(str(path), 1, "", "no pods in the file")
+    for group, lined in members.items():
+        for line, member in lined:
+            if member.min_member > len(lined):
+                raise TraceError(
+                    str(path), line, "min_member", f"{member.min_member} but group {group!r} has {len(lined)} pods"
+                )
     return pods
