@@ -16,11 +16,15 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kubegpu.deviceplugin import cdi, cdi_writer, responses
+from kubegpu.deviceplugin import responses
 from kubegpu.deviceplugin.config import Config
 from kubegpu.deviceplugin.errors import DevicePluginError
 from kubegpu.gpu.model import Machine
+
+if TYPE_CHECKING:
+    from kubegpu.deviceplugin import cdi
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +63,8 @@ class HostView:
 
     def cdi_host_files(self, machine: Machine) -> cdi.HostFiles:
         """Control nodes, driver libraries and feature nodes for the CDI specs."""
+        from kubegpu.deviceplugin import cdi, cdi_writer
+
         if self.dev_root is None or self.driver_root is None:
             return cdi.HostFiles()
         return cdi_writer.discover(self.driver_root, self.dev_root, machine.driver_version)

@@ -42,8 +42,6 @@ from typing import Literal
 
 from kubegpu.api import constants
 from kubegpu.deviceplugin import (
-    cdi,
-    cdi_writer,
     health,
     mig_caps,
     mps,
@@ -312,6 +310,9 @@ class Supervisor:
         config = self.config
         if not any(s.startswith("cdi-") for s in config.flags.plugin.device_list_strategy):
             return ()
+        # Imported only here: the spec models cost start time and memory that plugins without CDI need not pay.
+        from kubegpu.deviceplugin import cdi, cdi_writer
+
         spec_dir = Path(config.options.cdi_spec_dir)
         try:
             specs = cdi.specs(machine, config, view.cdi_host_files(machine), minors, imex_channels=channels)
