@@ -260,7 +260,10 @@ def _table(runs: Sequence[Any], title: str) -> None:
                 f"{statistics.median(r.unallocated_130 for r in mine):.2f}",
                 f"{statistics.median(r.seconds for r in mine):.1f}",
             )
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)  # a pipe has no width; keep rows whole rather than wrapped at 80
+    console.print(table)
 
 
 def main(argv: list[str]) -> int:
