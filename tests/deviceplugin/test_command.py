@@ -276,3 +276,19 @@ async def test_the_effective_config_is_logged_once_as_json_at_start(
     assert len(logged) == 1
     config_json = json.loads(json.loads(logged[0].split(" config=", 1)[1]))
     assert config_json["sharing"]["timeSlicing"]["resources"][0]["rename"] == "nvidia.com/gpu.shared"
+
+
+async def test_sighup_reads_the_config_file_again(kubelet: FakeKubelet, spawn: Spawn, tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("sharing: {timeSlicing: {resources: [{name: gpu, replicas: 2}]}}")
+    process = await spawn("--config-file", str(path))
+    first = await kubelet.wait_registrations(1, DEADLINE_S)
+    await kubelet.wait_snapshot(first, lambda h: len(h) == 16, DEADLINE_S)
+    path.write_text("sharing: {timeSlicing: {resources: [{name: gpu, replicas: 3}]}}")
+    process.send_signal(signal.SIGHUP)
+    second = await kubelet.wait_registrations(2, DEADLINE_S)
+    await kubelet.wait_snapshot(second, lambda h: len(h) == 24, DEADLINE_S)
+    process.send_signal(signal.SIGTERM)
+    code, stderr = await wait_exit(process)
+    assert code == 0
+    assert stderr.count('msg="running with config"') == 2
