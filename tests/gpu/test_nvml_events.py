@@ -80,8 +80,9 @@ async def test_a_gpu_falling_off_the_bus_is_reported_lost_once_and_the_others_st
     machine = backend.discover()
     events = backend.health_events()
     node.xid(2, 79)
-    node.lost(2)
     assert (await next_event(events)).xid == 79
+    # Only after the XID arrived: written together, the event thread may find the GPU lost first.
+    node.lost(2)
     lost = await next_event(events)
     assert (lost.kind, lost.gpu_uuid) == (HealthEventKind.LOST, machine.gpus[2].uuid)
     node.xid(6, 94)

@@ -20,16 +20,8 @@ from pathlib import Path
 
 from kubegpu.deviceplugin import cdi
 from kubegpu.deviceplugin.cdi_spec import Spec
+from kubegpu.gpu.driver import LIBRARY_DIRS
 
-#: Where the plugin's libraries are looked for, relative to the driver root (as NVIDIA searches).
-LIBRARY_DIRS = (
-    "/usr/lib64",
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib/aarch64-linux-gnu",
-    "/lib64",
-    "/lib/x86_64-linux-gnu",
-    "/lib/aarch64-linux-gnu",
-)
 #: Driver libraries a CUDA container needs (versioned with the driver: ``<name>.<driver version>``).
 LIBRARIES = (
     "libcuda.so",

@@ -15,20 +15,12 @@ import math
 from collections.abc import Sequence
 
 from kubegpu.gpu.backend import HealthEventKind
+from kubegpu.gpu.driver import LIBRARY_DIRS
 from kubegpu.gpu.model import PcieLink
 
 #: The file NVML lives in, as the dynamic loader and NVIDIA's plugin name it.
 LIBRARY_NAME = "libnvidia-ml.so.1"
 
-#: Library directories searched under a (container) driver root, in NVIDIA's plugin order.
-LIBRARY_DIRS = (
-    "/usr/lib64",
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib/aarch64-linux-gnu",
-    "/lib64",
-    "/lib/x86_64-linux-gnu",
-    "/lib/aarch64-linux-gnu",
-)
 
 # NVML return codes (nvmlReturn_t) the backend distinguishes.
 SUCCESS = 0
