@@ -203,7 +203,8 @@ def _execute(specs: Sequence[RunSpec], jobs: int, show_progress: bool) -> list[A
 
                 results.append(_run(spec, advance))
             return results
-        context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        # Not fork: the progress bar's refresh thread is running, and forking a threaded process is unsafe.
+        context = multiprocessing.get_context("forkserver" if sys.platform.startswith("linux") else "spawn")
         progress_queue = context.Queue()
         with ProcessPoolExecutor(
             jobs, mp_context=context, initializer=_init_worker, initargs=(progress_queue,)
