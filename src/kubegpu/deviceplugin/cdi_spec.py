@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
 
-from kubegpu.deviceplugin.config_model import format_errors
+from kubegpu.deviceplugin.config_schema import format_errors
 
 #: Spec versions the Go library knows, oldest first (0.3.0 is the earliest it still loads).
 VERSIONS = ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0")

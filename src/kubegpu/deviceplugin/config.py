@@ -21,22 +21,23 @@ import argparse
 import copy
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from kubegpu.api import constants
 from kubegpu.deviceplugin import config_model
-from kubegpu.deviceplugin.config_model import (
-    ConfigError,
-    Imex,
-    ReplicatedResources,
-    Resources,
-    Sharing,
-    StrictBool,
-    StrictStr,
+from kubegpu.deviceplugin.config_model import ConfigError, Imex, ReplicatedResources, Resources, Sharing
+from kubegpu.deviceplugin.config_schema import (
+    Invalid,
+    checked,
+    dump,
+    model,
+    nullable,
+    strict_bool,
+    strict_str,
+    tuple_of,
+    validate,
 )
 
 DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
@@ -55,30 +56,27 @@ DEFAULT_QUIET_PERIOD = "5m0s"
 DEFAULT_GFD_OUTPUT = "/etc/kubernetes/node-feature-discovery/features.d/gfd"
 DEFAULT_MACHINE_TYPE_FILE = "/sys/class/dmi/id/product_name"
 
-_RESOLVED = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-
-class PluginFlags(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class PluginFlags:
     """``flags.plugin`` with every value resolved."""
 
-    model_config = _RESOLVED
-
-    pass_device_specs: StrictBool = Field(alias="passDeviceSpecs")
+    pass_device_specs: bool = field(metadata=checked(strict_bool, "passDeviceSpecs"))
     """Return DeviceSpecs (control nodes, /dev/nvidiaN, MIG caps); needed with CPUManager static policy."""
-    device_list_strategy: tuple[StrictStr, ...] = Field(alias="deviceListStrategy")
+    device_list_strategy: tuple[str, ...] = field(metadata=checked(tuple_of(strict_str), "deviceListStrategy"))
     """How the device list reaches the runtime: envvar, volume-mounts, cdi-annotations, cdi-cri (combinable)."""
-    device_id_strategy: StrictStr = Field(alias="deviceIDStrategy")
+    device_id_strategy: str = field(metadata=checked(strict_str, "deviceIDStrategy"))
     """IDs given to the runtime: uuid or index (kubelet always sees UUIDs)."""
-    cdi_annotation_prefix: StrictStr = Field(alias="cdiAnnotationPrefix")
-    nvidia_ctk_path: StrictStr = Field(alias="nvidiaCTKPath")
+    cdi_annotation_prefix: str = field(metadata=checked(strict_str, "cdiAnnotationPrefix"))
+    nvidia_ctk_path: str = field(metadata=checked(strict_str, "nvidiaCTKPath"))
     """The CDI hook binary written into CDI specs."""
-    container_driver_root: StrictStr = Field(alias="containerDriverRoot")
+    container_driver_root: str = field(metadata=checked(strict_str, "containerDriverRoot"))
     """Where the host driver root is mounted inside the plugin container."""
-    shared_devices_allocation_policy: StrictStr = Field(alias="sharedDevicesAllocationPolicy")
+    shared_devices_allocation_policy: str = field(metadata=checked(strict_str, "sharedDevicesAllocationPolicy"))
     """Preferred-allocation policy for replicas and MIG devices: distributed or packed."""
-    allocation_policy: StrictStr | None = Field(default=None, alias="allocationPolicy")
+    allocation_policy: str | None = field(default=None, metadata=checked(nullable(strict_str), "allocationPolicy"))
     """kubegpu: preferred-allocation policy; unset = topology for whole GPUs, the shared policy for replicas."""
-    health_recovery_quiet_period: str = Field(alias="healthRecoveryQuietPeriod")
+    health_recovery_quiet_period: str = field(metadata=checked(strict_str, "healthRecoveryQuietPeriod"))
     """kubegpu: an unhealthy device returns to Healthy after this long without a new event (0s: only on recovery)."""
 
     def policy_for(self, shared: bool) -> str:
@@ -101,45 +99,42 @@ class PluginFlags(BaseModel):
         return config_model.duration_seconds(self.health_recovery_quiet_period)
 
 
-class GfdFlags(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class GfdFlags:
     """``flags.gfd`` with every value resolved."""
 
-    model_config = _RESOLVED
-
-    oneshot: StrictBool
-    no_timestamp: StrictBool = Field(alias="noTimestamp")
-    sleep_interval: str = Field(alias="sleepInterval")
-    output_file: StrictStr = Field(alias="outputFile")
-    machine_type_file: StrictStr = Field(alias="machineTypeFile")
+    oneshot: bool = field(metadata=checked(strict_bool))
+    no_timestamp: bool = field(metadata=checked(strict_bool, "noTimestamp"))
+    sleep_interval: str = field(metadata=checked(strict_str, "sleepInterval"))
+    output_file: str = field(metadata=checked(strict_str, "outputFile"))
+    machine_type_file: str = field(metadata=checked(strict_str, "machineTypeFile"))
 
     @property
     def sleep_interval_s(self) -> float:
         return config_model.duration_seconds(self.sleep_interval)
 
 
-class Flags(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class Flags:
     """``flags`` with every value resolved."""
 
-    model_config = _RESOLVED
-
-    mig_strategy: StrictStr = Field(alias="migStrategy")
-    fail_on_init_error: StrictBool = Field(alias="failOnInitError")
-    nvidia_driver_root: StrictStr = Field(alias="nvidiaDriverRoot")
-    nvidia_dev_root: StrictStr = Field(alias="nvidiaDevRoot")
-    mps_root: StrictStr = Field(alias="mpsRoot")
-    gdrcopy_enabled: StrictBool = Field(alias="gdrcopyEnabled")
-    gds_enabled: StrictBool = Field(alias="gdsEnabled")
-    mofed_enabled: StrictBool = Field(alias="mofedEnabled")
-    use_node_feature_api: StrictBool = Field(alias="useNodeFeatureAPI")
-    device_discovery_strategy: StrictStr = Field(alias="deviceDiscoveryStrategy")
-    plugin: PluginFlags
-    gfd: GfdFlags
+    mig_strategy: str = field(metadata=checked(strict_str, "migStrategy"))
+    fail_on_init_error: bool = field(metadata=checked(strict_bool, "failOnInitError"))
+    nvidia_driver_root: str = field(metadata=checked(strict_str, "nvidiaDriverRoot"))
+    nvidia_dev_root: str = field(metadata=checked(strict_str, "nvidiaDevRoot"))
+    mps_root: str = field(metadata=checked(strict_str, "mpsRoot"))
+    gdrcopy_enabled: bool = field(metadata=checked(strict_bool, "gdrcopyEnabled"))
+    gds_enabled: bool = field(metadata=checked(strict_bool, "gdsEnabled"))
+    mofed_enabled: bool = field(metadata=checked(strict_bool, "mofedEnabled"))
+    use_node_feature_api: bool = field(metadata=checked(strict_bool, "useNodeFeatureAPI"))
+    device_discovery_strategy: str = field(metadata=checked(strict_str, "deviceDiscoveryStrategy"))
+    plugin: PluginFlags = field(metadata=checked(model(PluginFlags)))
+    gfd: GfdFlags = field(metadata=checked(model(GfdFlags)))
 
 
-class Options(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class Options:
     """Command-line-only settings (no config-file key), as NVIDIA keeps them outside the config."""
-
-    model_config = _RESOLVED
 
     config_file: str | None = None
     kubelet_socket: str = constants.KUBELET_SOCKET
@@ -164,17 +159,16 @@ class Options(BaseModel):
         return config_model.duration_seconds(config_model.normalise_seconds(self.registration_retry_interval))
 
 
-class Config(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class Config:
     """The effective configuration. ``to_json()`` is a valid config file that reproduces it."""
-
-    model_config = _RESOLVED
 
     version: Literal["v1"] = "v1"
     flags: Flags
     resources: Resources
     sharing: Sharing
     imex: Imex
-    options: Options = Field(default_factory=Options)
+    options: Options = field(default_factory=Options)
 
     @property
     def sharing_strategy(self) -> Literal["none", "time-slicing", "mps"]:
@@ -186,7 +180,7 @@ class Config(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         """The effective config in the file's camelCase form (without the command-line-only options)."""
-        return self.model_dump(mode="json", by_alias=True, exclude={"options"}, exclude_none=True)
+        return dump(self, exclude=("options",))
 
     def to_json(self) -> str:
         """What NVIDIA logs as "Running with config" and ``kubegpu plugin --print-config`` prints."""
@@ -566,7 +560,7 @@ def resolve(
 
     ``file`` is the parsed config file (None: none given). Pure: :func:`load` does the reading.
     """
-    file_data = {} if file is None else file.model_dump(mode="json", by_alias=True, exclude_none=True)
+    file_data = {} if file is None else file.to_dict()
     # A deep copy: the overlays below write into nested dicts, which must not be DEFAULTS' own.
     data = _merge(copy.deepcopy(DEFAULTS), file_data)
     options: dict[str, Any] = {}
@@ -588,16 +582,16 @@ def resolve(
     data["resources"] = _default_resources(data["resources"], str(flags["migStrategy"]))
     try:
         # Re-validating the merged document checks env and flag values with the file's rules.
-        merged = config_model.ConfigFile.model_validate({k: v for k, v in data.items() if k != "flags"} | {"flags": {}})
-        resolved_flags = Flags.model_validate(flags)
-    except ValidationError as exc:
-        raise ConfigError("invalid configuration: " + "; ".join(config_model.format_errors(exc))) from None
+        merged = validate(config_model.ConfigFile, {k: v for k, v in data.items() if k != "flags"} | {"flags": {}})
+        resolved_flags = validate(Flags, flags)
+    except Invalid as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from None
     return Config(
         flags=resolved_flags,
         resources=merged.resources,
         sharing=merged.sharing,
         imex=merged.imex,
-        options=Options.model_validate(options),
+        options=Options(**options),
     )
 
 

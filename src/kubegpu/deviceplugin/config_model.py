@@ -1,4 +1,4 @@
-"""NVIDIA's ``version: v1`` config file as frozen, validated models.
+"""NVIDIA's ``version: v1`` config file as frozen, validated dataclasses.
 
 Owns the file schema (``version``, ``flags``, ``resources``, ``sharing``,
 ``imex``), its parsing from YAML or JSON text, NVIDIA's parsing rules and error
@@ -8,6 +8,11 @@ path. Every flag in the file is optional (``None`` = "not set here"); merging
 with flags, env vars and defaults is :mod:`kubegpu.deviceplugin.config`'s job.
 Pure: parses text it is given, never opens files or reads the environment.
 
+The generic walk (unknown keys, missing keys, strict types, every error with its
+key path) is :mod:`kubegpu.deviceplugin.config_schema`'s; this module must not
+import pydantic (the plugin's memory target), and imports PyYAML only when text
+is parsed.
+
 Deliberate differences from NVIDIA (documented in the README): unknown keys are
 errors naming their path (NVIDIA's YAML decoder silently drops them), and the
 per-resource ``rename``/``devices`` of ``sharing.*.resources`` and the
@@ -16,13 +21,28 @@ per-resource ``rename``/``devices`` of ``sharing.*.resources`` and the
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
+from kubegpu.deviceplugin.config_schema import (
+    Invalid,
+    after,
+    before,
+    checked,
+    dump,
+    model,
+    nullable,
+    only_known_keys,
+    strict_bool,
+    strict_int,
+    strict_str,
+    tuple_of,
+    validate,
+)
 
 #: Prefix added to resource names given without one (NVIDIA reads ``RESOURCE_PREFIX``; we fix it).
 RESOURCE_PREFIX = "nvidia.com"
@@ -30,10 +50,6 @@ MAX_RESOURCE_NAME_LENGTH = 63
 #: Suffix of a shared resource's default rename (``renameByDefault``).
 SHARED_SUFFIX = ".shared"
 VERSION = "v1"
-
-StrictBool = Annotated[bool, Strict()]
-StrictInt = Annotated[int, Strict()]
-StrictStr = Annotated[str, Strict()]
 
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS1123_MESSAGE = (
@@ -178,57 +194,45 @@ def duration_seconds(value: str) -> float:
 
 
 # --- the models -----------------------------------------------------------------------------
-
-_MODEL = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-
-def _only_known(model: type[BaseModel], data: Mapping[str, Any]) -> bool:
-    """True when every key is a field of ``model``.
-
-    NVIDIA's "no replicas specified"-style checks run only then: with a typo'd key
-    (``replica``) the user is better served by "unknown key" on the typo plus
-    "required key is missing" on the real name than by the missing-key text alone.
-    """
-    known = {f.alias or n for n, f in model.model_fields.items()} | set(model.model_fields)
-    return all(key in known for key in data)
+#
+# Frozen dataclasses checked by config_schema (field order is the order of keys in dumps and of
+# errors). ``checked(check, "camelKey")`` names each field's file key; the field name is accepted too.
 
 
-class Resource(BaseModel):
+def _need_both(data: Mapping[Any, Any]) -> str | None:
+    # NVIDIA's "no replicas specified"-style checks run only when every key is known: with a typo'd
+    # key (``replica``) the user is better served by "unknown key" on the typo plus "required key is
+    # missing" on the real name than by the missing-key text alone.
+    if only_known_keys(Resource, data):
+        if "pattern" not in data:
+            return "resources must have a 'pattern' field set"
+        if "name" not in data:
+            return "resources must have a 'name' field set"
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resource:
     """One ``resources.gpus[]``/``resources.mig[]`` entry: devices whose name matches ``pattern`` become ``name``.
 
     GPUs are matched by product name (``NVIDIA A100-SXM4-80GB``), MIG devices by profile (``1g.10gb``).
     """
 
-    model_config = _MODEL
-
-    pattern: StrictStr
+    pattern: str = field(metadata=checked(strict_str))
     """Anchored glob with ``*`` as the only wildcard."""
-    name: StrictStr
+    name: str = field(metadata=checked(after(strict_str, resource_name)))
     """Resource name; ``nvidia.com/`` is added when missing."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _need_both(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and _only_known(cls, data):
-            if "pattern" not in data:
-                raise ValueError("resources must have a 'pattern' field set")
-            if "name" not in data:
-                raise ValueError("resources must have a 'name' field set")
-        return data
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return resource_name(value)
+_RESOURCES = tuple_of(model(Resource, first=_need_both))
 
 
-class Resources(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class Resources:
     """Resource naming rules, first match wins (honoured by kubegpu; NVIDIA ignores them)."""
 
-    model_config = _MODEL
-
-    gpus: tuple[Resource, ...] = ()
-    mig: tuple[Resource, ...] = ()
+    gpus: tuple[Resource, ...] = field(default=(), metadata=checked(_RESOURCES))
+    mig: tuple[Resource, ...] = field(default=(), metadata=checked(_RESOURCES))
 
 
 DeviceSelection = Literal["all"] | int | tuple[str, ...]
@@ -262,46 +266,33 @@ def is_device_ref(ref: str) -> bool:
     return any(p.fullmatch(ref) for p in (_GPU_INDEX, _MIG_INDEX, _GPU_UUID, _MIG_UUID))
 
 
-class ReplicatedResource(BaseModel):
+def _replicas(value: int) -> int:
+    if value < 2:
+        raise ValueError("number of replicas must be >= 2")
+    return value
+
+
+def _required(data: Mapping[Any, Any]) -> str | None:
+    if only_known_keys(ReplicatedResource, data):  # see _need_both
+        if "name" not in data:
+            return "no resource name specified"
+        if "replicas" not in data:
+            return "no replicas specified"
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplicatedResource:
     """One ``sharing.<strategy>.resources[]`` entry: advertise ``replicas`` copies of each selected device."""
 
-    model_config = _MODEL
-
-    name: StrictStr
+    name: str = field(metadata=checked(after(strict_str, resource_name)))
     """Resource to share; ``gpu`` is normalised to ``nvidia.com/gpu``."""
-    rename: StrictStr | None = None
+    rename: str | None = field(default=None, metadata=checked(nullable(after(strict_str, resource_name))))
     """Publish the copies under this name instead (``<name>.shared`` with ``renameByDefault``)."""
-    devices: DeviceSelection = "all"
+    devices: DeviceSelection = field(default="all", metadata=checked(before(_device_selection)))
     """``all``, the first N devices by index, or a list of indices (``0``, ``1:0``) and UUIDs."""
-    replicas: StrictInt
+    replicas: int = field(metadata=checked(after(strict_int, _replicas)))
     """Copies per device; at least 2."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _required(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and _only_known(cls, data):
-            if "name" not in data:
-                raise ValueError("no resource name specified")
-            if "replicas" not in data:
-                raise ValueError("no replicas specified")
-        return data
-
-    @field_validator("name", "rename")
-    @classmethod
-    def _names(cls, value: str | None) -> str | None:
-        return None if value is None else resource_name(value)
-
-    @field_validator("devices", mode="before")
-    @classmethod
-    def _devices(cls, value: Any) -> DeviceSelection:
-        return _device_selection(value)
-
-    @field_validator("replicas")
-    @classmethod
-    def _replicas(cls, value: int) -> int:
-        if value < 2:
-            raise ValueError("number of replicas must be >= 2")
-        return value
 
     @property
     def published_name(self) -> str:
@@ -309,32 +300,32 @@ class ReplicatedResource(BaseModel):
         return self.rename or self.name
 
 
-class ReplicatedResources(BaseModel):
+def _need_resources(data: Mapping[Any, Any]) -> str | None:
+    if only_known_keys(ReplicatedResources, data) and not data.get("resources"):  # see _need_both
+        return "no resources specified"
+    return None
+
+
+def _default_renames(block: ReplicatedResources) -> ReplicatedResources:
+    if not block.rename_by_default:
+        return block
+    renamed = tuple(r if r.rename else replace(r, rename=r.name + SHARED_SUFFIX) for r in block.resources)
+    return replace(block, resources=renamed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplicatedResources:
     """A sharing block (``sharing.timeSlicing`` or ``sharing.mps``)."""
 
-    model_config = _MODEL
-
-    rename_by_default: StrictBool = Field(default=False, alias="renameByDefault")
+    rename_by_default: bool = field(default=False, metadata=checked(strict_bool, "renameByDefault"))
     """Publish every shared resource without an explicit rename as ``<name>.shared``."""
-    fail_requests_greater_than_one: StrictBool | None = Field(default=None, alias="failRequestsGreaterThanOne")
+    fail_requests_greater_than_one: bool | None = field(
+        default=None, metadata=checked(nullable(strict_bool), "failRequestsGreaterThanOne")
+    )
     """Reject requests for more than one replica. Unset: false for time-slicing, true for MPS."""
-    resources: tuple[ReplicatedResource, ...] = ()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _need_resources(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and _only_known(cls, data) and not data.get("resources"):
-            raise ValueError("no resources specified")
-        return data
-
-    @model_validator(mode="after")
-    def _default_renames(self) -> ReplicatedResources:
-        if self.rename_by_default:
-            renamed = tuple(
-                r if r.rename else r.model_copy(update={"rename": r.name + SHARED_SUFFIX}) for r in self.resources
-            )
-            object.__setattr__(self, "resources", renamed)
-        return self
+    resources: tuple[ReplicatedResource, ...] = field(
+        default=(), metadata=checked(tuple_of(model(ReplicatedResource, first=_required)))
+    )
 
     def find(self, name: str) -> ReplicatedResource | None:
         """The entry sharing resource ``name`` (the original name, before any rename)."""
@@ -344,13 +335,15 @@ class ReplicatedResources(BaseModel):
         return None
 
 
-class Sharing(BaseModel):
+_SHARING_BLOCK = nullable(model(ReplicatedResources, first=_need_resources, last=_default_renames))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sharing:
     """Time-slicing or MPS; an ``mps`` block wins when both are present."""
 
-    model_config = _MODEL
-
-    time_slicing: ReplicatedResources | None = Field(default=None, alias="timeSlicing")
-    mps: ReplicatedResources | None = None
+    time_slicing: ReplicatedResources | None = field(default=None, metadata=checked(_SHARING_BLOCK, "timeSlicing"))
+    mps: ReplicatedResources | None = field(default=None, metadata=checked(_SHARING_BLOCK))
 
     @property
     def strategy(self) -> Literal["none", "time-slicing", "mps"]:
@@ -367,160 +360,140 @@ class Sharing(BaseModel):
         return self.mps if self.mps is not None else self.time_slicing
 
 
-class Imex(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class Imex:
     """IMEX channels injected into every allocation."""
 
-    model_config = _MODEL
-
-    channel_ids: tuple[StrictInt, ...] = Field(default=(), alias="channelIDs")
+    channel_ids: tuple[int, ...] = field(default=(), metadata=checked(tuple_of(strict_int), "channelIDs"))
     """``[]`` or ``[0]``."""
-    required: StrictBool = False
+    required: bool = field(default=False, metadata=checked(strict_bool))
     """Fail at start when a channel's device node is missing (else skip it with a warning)."""
 
 
-class PluginFileFlags(BaseModel):
+_STR = nullable(strict_str)
+_BOOL = nullable(strict_bool)
+
+
+def _one_or_many(value: Any) -> Any:
+    return (value,) if isinstance(value, str) else value
+
+
+@dataclass(frozen=True, kw_only=True)
+class PluginFileFlags:
     """``flags.plugin`` as a file gives it; every key optional."""
 
-    model_config = _MODEL
-
-    pass_device_specs: StrictBool | None = Field(default=None, alias="passDeviceSpecs")
-    device_list_strategy: tuple[StrictStr, ...] | None = Field(default=None, alias="deviceListStrategy")
-    device_id_strategy: StrictStr | None = Field(default=None, alias="deviceIDStrategy")
-    cdi_annotation_prefix: StrictStr | None = Field(default=None, alias="cdiAnnotationPrefix")
-    nvidia_ctk_path: StrictStr | None = Field(default=None, alias="nvidiaCTKPath")
-    container_driver_root: StrictStr | None = Field(default=None, alias="containerDriverRoot")
-    shared_devices_allocation_policy: StrictStr | None = Field(default=None, alias="sharedDevicesAllocationPolicy")
-    allocation_policy: StrictStr | None = Field(default=None, alias="allocationPolicy")
-    health_recovery_quiet_period: str | None = Field(default=None, alias="healthRecoveryQuietPeriod")
-
-    @field_validator("device_list_strategy", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
-        return (value,) if isinstance(value, str) else value
-
-    @field_validator("health_recovery_quiet_period", mode="before")
-    @classmethod
-    def _quiet(cls, value: Any) -> Any:
-        return None if value is None else normalise_seconds(value)
+    pass_device_specs: bool | None = field(default=None, metadata=checked(_BOOL, "passDeviceSpecs"))
+    device_list_strategy: tuple[str, ...] | None = field(
+        default=None, metadata=checked(before(_one_or_many, nullable(tuple_of(strict_str))), "deviceListStrategy")
+    )
+    device_id_strategy: str | None = field(default=None, metadata=checked(_STR, "deviceIDStrategy"))
+    cdi_annotation_prefix: str | None = field(default=None, metadata=checked(_STR, "cdiAnnotationPrefix"))
+    nvidia_ctk_path: str | None = field(default=None, metadata=checked(_STR, "nvidiaCTKPath"))
+    container_driver_root: str | None = field(default=None, metadata=checked(_STR, "containerDriverRoot"))
+    shared_devices_allocation_policy: str | None = field(
+        default=None, metadata=checked(_STR, "sharedDevicesAllocationPolicy")
+    )
+    allocation_policy: str | None = field(default=None, metadata=checked(_STR, "allocationPolicy"))
+    health_recovery_quiet_period: str | None = field(
+        default=None, metadata=checked(nullable(before(normalise_seconds)), "healthRecoveryQuietPeriod")
+    )
 
 
-class GfdFileFlags(BaseModel):
+def _sleep_interval(value: Any) -> str:
+    return normalise_duration(value, allow_infinite=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GfdFileFlags:
     """``flags.gfd`` as a file gives it; every key optional."""
 
-    model_config = _MODEL
-
-    oneshot: StrictBool | None = None
-    no_timestamp: StrictBool | None = Field(default=None, alias="noTimestamp")
-    sleep_interval: str | None = Field(default=None, alias="sleepInterval")
-    output_file: StrictStr | None = Field(default=None, alias="outputFile")
-    machine_type_file: StrictStr | None = Field(default=None, alias="machineTypeFile")
-
-    @field_validator("sleep_interval", mode="before")
-    @classmethod
-    def _interval(cls, value: Any) -> Any:
-        return None if value is None else normalise_duration(value, allow_infinite=True)
+    oneshot: bool | None = field(default=None, metadata=checked(_BOOL))
+    no_timestamp: bool | None = field(default=None, metadata=checked(_BOOL, "noTimestamp"))
+    sleep_interval: str | None = field(
+        default=None, metadata=checked(nullable(before(_sleep_interval)), "sleepInterval")
+    )
+    output_file: str | None = field(default=None, metadata=checked(_STR, "outputFile"))
+    machine_type_file: str | None = field(default=None, metadata=checked(_STR, "machineTypeFile"))
 
 
-class FileFlags(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class FileFlags:
     """``flags`` as a file gives it; every key optional."""
 
-    model_config = _MODEL
-
-    mig_strategy: StrictStr | None = Field(default=None, alias="migStrategy")
-    fail_on_init_error: StrictBool | None = Field(default=None, alias="failOnInitError")
-    nvidia_driver_root: StrictStr | None = Field(default=None, alias="nvidiaDriverRoot")
-    nvidia_dev_root: StrictStr | None = Field(default=None, alias="nvidiaDevRoot")
-    mps_root: StrictStr | None = Field(default=None, alias="mpsRoot")
-    gdrcopy_enabled: StrictBool | None = Field(default=None, alias="gdrcopyEnabled")
-    gds_enabled: StrictBool | None = Field(default=None, alias="gdsEnabled")
-    mofed_enabled: StrictBool | None = Field(default=None, alias="mofedEnabled")
-    use_node_feature_api: StrictBool | None = Field(default=None, alias="useNodeFeatureAPI")
-    device_discovery_strategy: StrictStr | None = Field(default=None, alias="deviceDiscoveryStrategy")
-    plugin: PluginFileFlags | None = None
-    gfd: GfdFileFlags | None = None
+    mig_strategy: str | None = field(default=None, metadata=checked(_STR, "migStrategy"))
+    fail_on_init_error: bool | None = field(default=None, metadata=checked(_BOOL, "failOnInitError"))
+    nvidia_driver_root: str | None = field(default=None, metadata=checked(_STR, "nvidiaDriverRoot"))
+    nvidia_dev_root: str | None = field(default=None, metadata=checked(_STR, "nvidiaDevRoot"))
+    mps_root: str | None = field(default=None, metadata=checked(_STR, "mpsRoot"))
+    gdrcopy_enabled: bool | None = field(default=None, metadata=checked(_BOOL, "gdrcopyEnabled"))
+    gds_enabled: bool | None = field(default=None, metadata=checked(_BOOL, "gdsEnabled"))
+    mofed_enabled: bool | None = field(default=None, metadata=checked(_BOOL, "mofedEnabled"))
+    use_node_feature_api: bool | None = field(default=None, metadata=checked(_BOOL, "useNodeFeatureAPI"))
+    device_discovery_strategy: str | None = field(default=None, metadata=checked(_STR, "deviceDiscoveryStrategy"))
+    plugin: PluginFileFlags | None = field(default=None, metadata=checked(nullable(model(PluginFileFlags))))
+    gfd: GfdFileFlags | None = field(default=None, metadata=checked(nullable(model(GfdFileFlags))))
 
 
-class ConfigFile(BaseModel):
+def _version(value: str) -> str:
+    if value == "":
+        return VERSION
+    if value != VERSION:
+        raise ValueError(f"unknown version: {value}")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfigFile:
     """A whole ``version: v1`` config file."""
 
-    model_config = _MODEL
+    version: str = field(default=VERSION, metadata=checked(after(strict_str, _version)))
+    flags: FileFlags = field(default_factory=FileFlags, metadata=checked(model(FileFlags)))
+    resources: Resources = field(default_factory=Resources, metadata=checked(model(Resources)))
+    sharing: Sharing = field(default_factory=Sharing, metadata=checked(model(Sharing)))
+    imex: Imex = field(default_factory=Imex, metadata=checked(model(Imex)))
 
-    version: StrictStr = VERSION
-    flags: FileFlags = Field(default_factory=lambda: FileFlags.model_validate({}))
-    resources: Resources = Field(default_factory=lambda: Resources.model_validate({}))
-    sharing: Sharing = Field(default_factory=lambda: Sharing.model_validate({}))
-    imex: Imex = Field(default_factory=lambda: Imex.model_validate({}))
-
-    @field_validator("version")
-    @classmethod
-    def _version(cls, value: str) -> str:
-        if value == "":
-            return VERSION
-        if value != VERSION:
-            raise ValueError(f"unknown version: {value}")
-        return value
+    def to_dict(self) -> dict[str, Any]:
+        """The file as a document (camelCase keys, unset flags left out); parsing it gives this file back."""
+        return dump(self)
 
 
 # --- parsing --------------------------------------------------------------------------------
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML 1.1 without sexagesimal numbers, so a MIG index ``1:0`` stays a string (as in Go's decoder)."""
+@functools.cache
+def _loader() -> type[Any]:
+    """A SafeLoader for YAML 1.1 without sexagesimal numbers, so a MIG index ``1:0`` stays a string (as in Go).
 
+    Built on first use: PyYAML is imported only when a config file is actually read.
+    """
+    import yaml
 
-_Loader.yaml_implicit_resolvers = {
-    first: [
-        (tag, regexp) for tag, regexp in resolvers if not (tag.endswith((":int", ":float")) and ":" in regexp.pattern)
-    ]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-# The int/float resolvers also cover ordinary numbers; re-add them without the base-60 branch.
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:int",
-    re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"),
-    list("-+0123456789"),
-)
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(
-        r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
-        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-    ),
-    list("-+0123456789."),
-)
+    class Loader(yaml.SafeLoader):
+        pass
 
-
-def key_path(loc: Sequence[int | str]) -> str:
-    """``('sharing', 'timeSlicing', 'resources', 0, 'replicas')`` -> ``sharing.timeSlicing.resources[0].replicas``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
-def _describe(error: Mapping[str, Any]) -> str:
-    kind = error.get("type", "")
-    if kind == "extra_forbidden":
-        return "unknown key"
-    if kind == "missing":
-        return "required key is missing"
-    if kind == "value_error":
-        return str(error.get("ctx", {}).get("error", error.get("msg", "")))
-    return str(error.get("msg", kind))
-
-
-def format_errors(exc: ValidationError) -> list[str]:
-    """One ``<key path>: <rule>`` line per validation error, in pydantic's order."""
-    lines = []
-    for error in exc.errors():
-        # pydantic appends the union member / validator name to loc for some errors; drop those.
-        loc = [p for p in error["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-")))]
-        path = key_path(loc)
-        lines.append(f"{path}: {_describe(error)}" if path else _describe(error))
-    return lines
+    Loader.yaml_implicit_resolvers = {
+        first: [
+            (tag, regexp)
+            for tag, regexp in resolvers
+            if not (tag.endswith((":int", ":float")) and ":" in regexp.pattern)
+        ]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    # The int/float resolvers also cover ordinary numbers; re-add them without the base-60 branch.
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:int",
+        re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"),
+        list("-+0123456789"),
+    )
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(
+            r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+            r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+        ),
+        list("-+0123456789."),
+    )
+    return Loader
 
 
 def parse_data(data: Any, source: str = "<config>") -> ConfigFile:
@@ -530,15 +503,17 @@ def parse_data(data: Any, source: str = "<config>") -> ConfigFile:
     if not isinstance(data, Mapping):
         raise ConfigError(f"unable to parse config file {source}: top level must be a mapping, got {data!r}")
     try:
-        return ConfigFile.model_validate(dict(data))
-    except ValidationError as exc:
-        raise ConfigError(f"unable to parse config file {source}: " + "; ".join(format_errors(exc))) from None
+        return validate(ConfigFile, dict(data))
+    except Invalid as exc:
+        raise ConfigError(f"unable to parse config file {source}: {exc}") from None
 
 
 def parse_text(text: str, source: str = "<config>") -> ConfigFile:
     """Parse YAML or JSON config text (JSON is YAML). Raises :class:`ConfigError`."""
+    import yaml
+
     try:
-        data = yaml.load(text, Loader=_Loader)  # a SafeLoader subclass
+        data = yaml.load(text, Loader=_loader())  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigError(f"unable to parse config file {source}: not valid YAML/JSON: {exc}") from None
     return parse_data(data, source)
