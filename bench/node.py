@@ -74,7 +74,10 @@ def reregistration(node: LocalNode, repeat: int) -> list[float]:
         created = os.stat(node.socket_dir / constants.KUBELET_SOCKET_NAME).st_ctime
         with client.watch(node.socket_dir, timeout=30) as events:
             snapshot = next(events)
-            registered = snapshot["status"]["resources"].get(RESOURCE, {}).get("capacity", 0) > 0
+            resource = snapshot["status"]["resources"].get(RESOURCE, {})
+            endpoint = resource.get("endpoint") or {}
+            # Registered before the watch began: its time is unknown, so count up to now (an upper bound).
+            registered = resource.get("registrations", 0) > 0 and not endpoint.get("stopped", True)
             ts = time.time() if registered else _next_event(events, "registered")["ts"]
         samples.append((ts - created) * 1000)
     return samples
