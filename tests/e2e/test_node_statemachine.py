@@ -37,12 +37,16 @@ class Node(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.node = LocalNode(machine=MACHINE.name, plugin_args=["--health-recovery-quiet-period", "0"])
-        self.node.start_kubelet()
-        self.node.start_plugin()
         self.unhealthy: set[int] = set()
         self.live: dict[str, list[str]] = {}
         self.serial = 0
-        self._settle()
+        try:
+            self.node.start_kubelet()
+            self.node.start_plugin()
+            self._settle()
+        except BaseException:
+            self.node.close()  # hypothesis calls teardown() only for a machine that was built
+            raise
 
     def _settle(self) -> dict[str, Any]:
         """Wait until the emulator shows the plugin registered with the health we expect."""
