@@ -17,17 +17,16 @@ import contextlib
 import logging
 import math
 import os
-import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import FrameType
 
 from kubegpu.deviceplugin import config, labels
 from kubegpu.deviceplugin.config import Config
 from kubegpu.deviceplugin.config_model import ConfigError
+from kubegpu.deviceplugin.signals import Signals
 from kubegpu.gpu.model import Machine
 
 log = logging.getLogger(__name__)
@@ -107,37 +106,6 @@ def render(cfg: Config, clock: Callable[[], float] = time.time) -> str:
     return labels.feature_file(values)
 
 
-class _Signals:
-    """SIGHUP → reload, SIGTERM/SIGINT → stop. Handlers only set flags (no locks in a signal handler)."""
-
-    def __init__(self) -> None:
-        self.stop = False
-        self.reload = False
-
-    def __call__(self, signum: int, frame: FrameType | None) -> None:
-        if signum == signal.SIGHUP:
-            self.reload = True
-        else:
-            self.stop = True
-
-    def sleep(self, seconds: float, tick: float = 0.1) -> None:
-        """Sleep ``seconds`` (forever when infinite) or until a signal arrives."""
-        deadline = time.monotonic() + seconds
-        while not (self.stop or self.reload) and time.monotonic() < deadline:
-            time.sleep(tick if math.isinf(seconds) else min(tick, max(0.0, deadline - time.monotonic())))
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        """Our handlers while the loop runs, the previous ones afterwards."""
-        sigs = (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)
-        previous = {sig: signal.signal(sig, self) for sig in sigs}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-
 def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
     env = os.environ if environ is None else environ
     p = parser()
@@ -149,8 +117,7 @@ def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
         return 2
     if cfg.flags.gfd.oneshot:
         return _label_once(cfg)
-    signals = _Signals()
-    with signals.installed():
+    with Signals().installed() as signals:
         return _loop(cfg, args, env, signals)
 
 
@@ -179,7 +146,7 @@ def _label_once(cfg: Config) -> int:
     return 0
 
 
-def _loop(cfg: Config, args: argparse.Namespace, env: Mapping[str, str], signals: _Signals) -> int:
+def _loop(cfg: Config, args: argparse.Namespace, env: Mapping[str, str], signals: Signals) -> int:
     while True:
         status = _label_once(cfg)
         if status != 0:
@@ -192,8 +159,8 @@ def _loop(cfg: Config, args: argparse.Namespace, env: Mapping[str, str], signals
                 with contextlib.suppress(FileNotFoundError):
                     Path(output).unlink()
             return 0
-        if signals.reload:
-            signals.reload = False
+        if signals.hangup:
+            signals.hangup = False
             try:
                 cfg = config.load_gfd(args, env)
                 log.info("config reloaded")

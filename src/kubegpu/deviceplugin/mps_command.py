@@ -14,18 +14,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import os
 import shlex
-import signal
 import sys
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from types import FrameType
 
 from kubegpu.deviceplugin import config, mps, resource_map
 from kubegpu.deviceplugin.config import Config
 from kubegpu.deviceplugin.config_model import ConfigError
+from kubegpu.deviceplugin.signals import Signals
 
 log = logging.getLogger(__name__)
 
@@ -50,28 +49,6 @@ def parser() -> argparse.ArgumentParser:
         help="command that sets compute modes, '' to leave them alone [env NVIDIA_SMI] (default nvidia-smi)",
     )
     return p
-
-
-class _Signals:
-    def __init__(self) -> None:
-        self.stop = False
-        self.restart = False
-
-    def __call__(self, signum: int, frame: FrameType | None) -> None:
-        if signum == signal.SIGHUP:
-            self.restart = True
-        else:
-            self.stop = True
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        sigs = (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)
-        previous = {sig: signal.signal(sig, self) for sig in sigs}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
 
 def _load(args: argparse.Namespace, env: Mapping[str, str]) -> Config:
@@ -130,8 +107,7 @@ def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
 
     env = os.environ if environ is None else environ
     args = parser().parse_args(argv)
-    signals = _Signals()
-    with signals.installed():
+    with Signals().installed() as signals:
         while True:
             try:
                 cfg = _load(args, env)
@@ -150,10 +126,9 @@ def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
             except mps.MpsError as exc:
                 print(f"kubegpu mps-daemon: {exc}", file=sys.stderr)
                 return 1
-            while not (signals.stop or signals.restart):
-                time.sleep(0.1)
+            signals.sleep(math.inf)
             _stop(daemons, root)
             if signals.stop:
                 return 0
-            signals.restart = False
+            signals.hangup = False
             log.info("restarting MPS daemons (SIGHUP)")
