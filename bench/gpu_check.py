@@ -2,9 +2,9 @@
 
 For a machine with an NVIDIA GPU (run it when one is lent; nothing in CI depends on it). It prints the
 inventory NVML gives, starts the kubelet emulator and the device plugin (no ``--machine``: NVML) as real
-processes in a temp dir, admits a 1-GPU pod and prints its runtime options, samples telemetry, and prints
-figures as plain lines: start -> registered time, Allocate p50/p99 (direct gRPC to the plugin socket),
-plugin RSS. Needs no network and finishes well inside 5 minutes.
+processes in a temp dir (``kubegpu.localnode.LocalNode``), admits a 1-GPU pod and prints its runtime
+options, samples telemetry, and prints figures as plain lines: start -> registered time, Allocate p50/p99
+(direct gRPC to the plugin socket), plugin RSS. Needs no network and finishes well inside 5 minutes.
 
 ``--fake-profile NAME`` runs the same check on the fake libnvidia-ml.so.1 of the test tree (built with the
 system C compiler) showing a shipped profile, and adds the XID -> Unhealthy latency (the fake can inject XIDs).
@@ -27,6 +27,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from kubegpu.localnode import LocalNode
 
 REPO = Path(__file__).resolve().parents[1]
 DEADLINE_S = 60.0
@@ -80,19 +82,6 @@ class Watcher:
                 self._cond.wait(left)
 
 
-def start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    out = log.open("ab")
-    return subprocess.Popen([sys.executable, "-m", "kubegpu", *args], stdout=out, stderr=out, env=env)
-
-
-def wait_socket(path: Path) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} did not appear in {DEADLINE_S:g} s")
-        time.sleep(0.02)
-
-
 def allocate_latencies(socket: Path, device_ids: list[str], count: int) -> list[float]:
     import grpc
 
@@ -132,9 +121,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     started = time.monotonic()
 
-    work = Path(tempfile.mkdtemp(prefix="kg-check-"))
-    sock_dir = Path(tempfile.mkdtemp(prefix="kg-", dir="/tmp"))
-    processes: list[subprocess.Popen[bytes]] = []
+    work = Path(tempfile.mkdtemp(prefix="kg-check-", dir="/tmp"))  # short: the node's sockets live in it
+    node: LocalNode | None = None
     try:
         extra_env, driver_root = fake_setup(args.fake_profile, work) if args.fake_profile else ({}, "/")
         os.environ.update({k: v for k, v in extra_env.items() if k != "LD_LIBRARY_PATH"})
@@ -160,15 +148,12 @@ def main(argv: list[str]) -> int:
         print(inventory.stdout, end="")
         line("gpus", len(machine.gpus))
 
-        processes.append(
-            start(["kubelet", "--socket-dir", str(sock_dir), "--no-pod-resources"], work / "kubelet.log", env)
-        )
-        wait_socket(sock_dir / "kubelet.sock")
-        watcher = Watcher(sock_dir)
+        node = LocalNode(machine=None, root=work, env=env)  # no machine: the plugin reads NVML
+        node.start_kubelet(timeout=DEADLINE_S)
+        watcher = Watcher(node.socket_dir)
         watcher.first(lambda e: True)  # the snapshot: the watch is live
         t0 = time.time()
-        plugin = start(["plugin", "--kubelet-socket", str(sock_dir / "kubelet.sock")], work / "plugin.log", env)
-        processes.append(plugin)
+        plugin = node.start_plugin()
         i, registered = watcher.first(lambda e: e.get("event") == "registered")
         _, advertised = watcher.first(
             lambda e: e.get("event") == "devices" and len(e.get("healthy", [])) == len(machine.gpus), since=i
@@ -177,19 +162,19 @@ def main(argv: list[str]) -> int:
         line("start_to_devices_advertised_s", f"{advertised['ts'] - t0:.3f}")
         line("plugin_rss_mib_registered", f"{rss_mib(plugin.pid):.1f}")
 
-        from kubegpu.kubelet import client
-
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": "gpu-check", "namespace": "default"},
             "spec": {"containers": [{"name": "cuda", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
         }
-        admitted = client.admit(pod, sock_dir)
+        admitted = node.admit(pod)
         print("runtime options of the admitted 1-GPU pod:")
         print(json.dumps(admitted, indent=2, sort_keys=True))
 
-        latencies = allocate_latencies(sock_dir / "nvidia-gpu.sock", [g.uuid for g in machine.gpus], args.allocations)
+        latencies = allocate_latencies(
+            node.socket_dir / "nvidia-gpu.sock", [g.uuid for g in machine.gpus], args.allocations
+        )
         line("allocate_calls", len(latencies))
         line("allocate_p50_ms", f"{statistics.median(latencies):.2f}")
         line("allocate_p99_ms", f"{percentile(latencies, 0.99):.2f}")
@@ -210,7 +195,7 @@ def main(argv: list[str]) -> int:
         if args.fake_profile:
             from tests.fake_nvml import harness
 
-            node = harness.FakeNode(
+            fake = harness.FakeNode(
                 root=work / "fake",
                 machine=machine,
                 driver_root=Path(driver_root),
@@ -223,7 +208,7 @@ def main(argv: list[str]) -> int:
             for n in range(min(args.xids, len(machine.gpus))):
                 uuid = machine.gpus[n].uuid
                 injected = time.time()
-                node.xid(n, 79)
+                fake.xid(n, 79)
                 since, event = watcher.first(
                     lambda e, u=uuid: e.get("event") == "devices" and u in e.get("unhealthy", []), since=since
                 )
@@ -234,13 +219,8 @@ def main(argv: list[str]) -> int:
         line("total_s", f"{time.monotonic() - started:.1f}")
         return 0
     finally:
-        for process in reversed(processes):
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        shutil.rmtree(sock_dir, ignore_errors=True)
+        if node is not None:
+            node.close()  # stops the processes and removes ``work``
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -3,13 +3,16 @@
 Owns starting, restarting and stopping ``kubegpu kubelet``, ``kubegpu plugin``
 and ``kubegpu exporter`` as separate processes wired together (socket dir,
 pod-resources socket, the machine's fault journal, log files), and cleaning
-everything up. The demo, the node benchmarks and the end-to-end tests share it.
-Must not contain kubelet or plugin logic: it only runs the real commands.
+everything up. Also runs other commands beside them (a stub plugin, ``kubegpu kubelet status``) in
+the node's environment, reads their logs and waits for their state. The demo, the node
+benchmarks and the end-to-end tests share it. Must not contain kubelet or plugin logic:
+it only runs the real commands and reads what they answer.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import signal
 import socket
@@ -19,6 +22,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -44,24 +48,35 @@ def free_port() -> int:
 class LocalNode:
     """Paths and processes of one local node. Use as a context manager; ``close()`` leaves nothing behind.
 
+    Every process runs as ``python -m kubegpu ...`` (or another module, :meth:`spawn`) with its output in
+    ``logs/<name>.log``. Starting never waits for the plugin to register: callers wait for the state they
+    need with :meth:`wait_for` (the emulator's watch stream, or ``kubegpu kubelet status`` with ``cli=True``).
+
     Parameters:
-        machine: simulated machine profile for the plugin and the exporter.
+        machine: simulated machine profile for the plugin and the exporter; None reads NVML (no
+            ``--machine``, no fault journal: the GPUs, real or the fake library's, are in ``env``).
         root: directory to work in (a fresh short temp dir by default; unix socket paths are short).
-        plugin_args: extra ``kubegpu plugin`` arguments.
-        kubelet_args: extra ``kubegpu kubelet`` arguments.
+        plugin_args, kubelet_args, exporter_args: extra arguments of each command.
+        env: the processes' whole environment (None: this process's), e.g. ``LD_LIBRARY_PATH`` and
+            ``KUBEGPU_FAKE_NVML_*`` for the fake NVML library.
     """
 
-    machine: str = "dgx-a100"
+    machine: str | None = "dgx-a100"
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="kubegpu-", dir="/tmp")))
     plugin_args: list[str] = field(default_factory=list)
     kubelet_args: list[str] = field(default_factory=list)
     exporter_args: list[str] = field(default_factory=list)
+    env: dict[str, str] | None = None
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     exporter_port: int = 0
 
     @property
     def socket_dir(self) -> Path:
         return self.root / "device-plugins"
+
+    @property
+    def kubelet_socket(self) -> Path:
+        return self.socket_dir / "kubelet.sock"
 
     @property
     def pod_resources_socket(self) -> Path:
@@ -75,29 +90,40 @@ class LocalNode:
     def log_dir(self) -> Path:
         return self.root / "logs"
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+    def spawn(self, name: str, args: list[str], module: str = "kubegpu") -> subprocess.Popen[bytes]:
+        """Start ``python -m module args`` as process ``name`` of this node, its output in ``logs/<name>.log``."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with (self.log_dir / f"{name}.log").open("ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "kubegpu", *args],
+                [sys.executable, "-m", module, *args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                env=self.env,
             )
         self.procs[name] = proc
         return proc
 
-    def log_tail(self, name: str, lines: int = 15) -> str:
+    def log(self, name: str) -> str:
+        """Everything process ``name`` wrote so far (every run of it); empty before it started."""
         path = self.log_dir / f"{name}.log"
-        if not path.exists():
-            return "(no log)"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def log_tail(self, name: str, lines: int = 15) -> str:
+        text = self.log(name)
+        return "\n".join(text.splitlines()[-lines:]) if text else "(no log)"
+
+    def _logs(self) -> str:
+        return "\n".join(f"--- {name} log ---\n{self.log_tail(name)}" for name in sorted(self.procs))
 
     # ----- processes -----------------------------------------------------------------------
 
-    def start_kubelet(self, timeout: float = 20.0) -> None:
+    def _simulated(self) -> list[str]:
+        return [] if self.machine is None else ["--machine", self.machine, "--fault-file", str(self.fault_file)]
+
+    def start_kubelet(self, timeout: float = 30.0) -> subprocess.Popen[bytes]:
         """Start the emulator and wait until its control socket answers."""
-        self._spawn(
+        proc = self.spawn(
             "kubelet",
             [
                 "kubelet",
@@ -109,34 +135,22 @@ class LocalNode:
             ],
         )
         self._wait("kubelet", lambda: bool(client.ping(self.socket_dir, timeout=1.0)), timeout)
+        return proc
 
-    def start_plugin(self) -> None:
-        """Start the device plugin on the simulated machine (it registers on its own)."""
-        self._spawn(
-            "plugin",
-            [
-                "plugin",
-                "--machine",
-                self.machine,
-                "--kubelet-socket",
-                str(self.socket_dir / "kubelet.sock"),
-                "--fault-file",
-                str(self.fault_file),
-                *self.plugin_args,
-            ],
+    def start_plugin(self) -> subprocess.Popen[bytes]:
+        """Start the device plugin (it registers on its own, when a kubelet is there); does not wait."""
+        return self.spawn(
+            "plugin", ["plugin", *self._simulated(), "--kubelet-socket", str(self.kubelet_socket), *self.plugin_args]
         )
 
-    def start_exporter(self, collect_interval_ms: int = 500, timeout: float = 20.0) -> None:
+    def start_exporter(self, collect_interval_ms: int = 500, timeout: float = 30.0) -> subprocess.Popen[bytes]:
         """Start the exporter with pod attribution and wait until ``/health`` answers."""
         self.exporter_port = free_port()
-        self._spawn(
+        proc = self.spawn(
             "exporter",
             [
                 "exporter",
-                "--machine",
-                self.machine,
-                "--fault-file",
-                str(self.fault_file),
+                *self._simulated(),
                 "--listen",
                 f"127.0.0.1:{self.exporter_port}",
                 "--pod-resources-socket",
@@ -147,22 +161,28 @@ class LocalNode:
             ],
         )
         self._wait("exporter", lambda: bool(self.http_get("/health", timeout=1.0)), timeout)
+        return proc
 
-    def _wait(self, name: str, ready: Any, timeout: float) -> None:
+    def wait_log(self, name: str, text: str, timeout: float = 30.0) -> str:
+        """Block until process ``name`` logs a line containing ``text``; returns that line."""
+        self._wait(name, lambda: text in self.log(name), timeout)
+        return next(line for line in self.log(name).splitlines() if text in line)
+
+    def _wait(self, name: str, ready: Callable[[], bool], timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:
             proc = self.procs[name]
-            if proc.poll() is not None:
-                raise NodeError(f"{name} exited with {proc.returncode}:\n{self.log_tail(name)}")
             with contextlib.suppress(Exception):
                 if ready():
                     return
+            if proc.poll() is not None:
+                raise NodeError(f"{name} exited with {proc.returncode}:\n{self.log_tail(name)}")
             if time.monotonic() > deadline:
                 raise NodeError(f"{name} did not become ready within {timeout:g} s:\n{self.log_tail(name)}")
             time.sleep(0.05)
 
     def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int | None:
-        """Signal process ``name`` and wait for it; returns its exit code (None if it was not running)."""
+        """Signal process ``name`` and wait for it (killed after ``timeout``); its exit code, None if not started."""
         proc = self.procs.pop(name, None)
         if proc is None:
             return None
@@ -179,18 +199,55 @@ class LocalNode:
         proc = self.procs.get(name)
         return proc is not None and proc.poll() is None
 
-    # ----- helpers -------------------------------------------------------------------------
+    # ----- the emulator's state ------------------------------------------------------------
 
-    def wait_for(self, predicate: Any, timeout: float = 20.0) -> client.Status:
-        """Block until the emulator's status satisfies ``predicate``; on timeout the error carries the logs."""
-        try:
-            return client.wait_for(predicate, self.socket_dir, timeout=timeout)
-        except TimeoutError as exc:
-            logs = "\n".join(f"--- {name} log ---\n{self.log_tail(name)}" for name in sorted(self.procs))
-            raise TimeoutError(f"{exc}\n{logs}") from None
+    def wait_for(
+        self, predicate: Callable[[client.Status], bool], timeout: float = 20.0, *, cli: bool = False
+    ) -> client.Status:
+        """Block until the emulator's status satisfies ``predicate``; on timeout the error carries the logs.
+
+        ``cli=True`` polls ``kubegpu kubelet status --json`` (for tests of the CLI) instead of the watch stream.
+        """
+        if not cli:
+            try:
+                return client.wait_for(predicate, self.socket_dir, timeout=timeout)
+            except TimeoutError as exc:
+                raise TimeoutError(f"{exc}\n{self._logs()}") from None
+        deadline = time.monotonic() + timeout
+        last: client.Status = {}
+        while True:
+            with contextlib.suppress(NodeError):  # not answering yet (starting, restarting)
+                last = self.cli_status()
+                if predicate(last):
+                    return last
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"status did not reach the expected state within {timeout:g} s; last: {last}\n{self._logs()}"
+                )
+            time.sleep(0.2)
 
     def status(self) -> client.Status:
         return client.status(self.socket_dir)
+
+    def cli(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """Run ``kubegpu ARGS`` to its end, as a user would, in the node's environment; output captured."""
+        return subprocess.run(
+            [sys.executable, "-m", "kubegpu", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def cli_status(self) -> client.Status:
+        """The emulator's status as ``kubegpu kubelet status --json`` prints it; NodeError when it fails."""
+        done = self.cli("kubelet", "status", "--json", "--socket-dir", str(self.socket_dir))
+        if done.returncode != 0:
+            raise NodeError(f"kubegpu kubelet status exited with {done.returncode}: {done.stderr.strip()}")
+        status: client.Status = json.loads(done.stdout)
+        return status
 
     def admit(self, pod: dict[str, Any]) -> dict[str, Any]:
         return client.admit(pod, self.socket_dir)
@@ -207,11 +264,10 @@ class LocalNode:
             return text
 
     def close(self) -> None:
-        """Stop every process (exporter, plugin, kubelet) and remove the directory."""
-        for name in ("exporter", "plugin", "kubelet"):
+        """Stop every process (the kubelet last, so plugins see it to the end) and remove the directory."""
+        for name in [n for n in reversed(self.procs) if n != "kubelet"]:
             self.stop(name)
-        for name in list(self.procs):
-            self.stop(name)
+        self.stop("kubelet")
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> LocalNode:

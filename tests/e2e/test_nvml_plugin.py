@@ -1,19 +1,14 @@
 """End to end on the NVML backend: ``kubegpu plugin`` (no ``--machine``) over nvidia-ml-py and the fake
 libnvidia-ml.so.1, against ``kubegpu kubelet``, compared with the same profile on the simulated backend.
 
-Driven only through what a user has: the two commands as separate processes, ``kubegpu kubelet status``,
-and the fake library's control directory standing in for the GPUs.
+Driven only through what a user has: the two commands as separate processes
+(:class:`kubegpu.localnode.LocalNode`), ``kubegpu kubelet status``, and the fake library's control directory
+standing in for the GPUs.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +17,7 @@ import pytest
 
 from kubegpu.gpu import profiles
 from kubegpu.gpu.nvml import decode
+from kubegpu.localnode import LocalNode
 from tests.fake_nvml import harness
 
 pytest_plugins = ["tests.fake_nvml.fixtures"]
@@ -29,6 +25,8 @@ pytestmark = pytest.mark.e2e
 
 #: Generous: CI has two slow cores and runs many processes at once. bench/gpu_check.py measures latencies.
 DEADLINE_S = 60.0
+
+MakeNode = Callable[..., LocalNode]
 
 
 def nvml_env(fake: harness.FakeNode | None, ld_library_path: Path | None) -> dict[str, str]:
@@ -42,84 +40,26 @@ def nvml_env(fake: harness.FakeNode | None, ld_library_path: Path | None) -> dic
     return env
 
 
-class Node:
-    """An emulator and a plugin as processes on one socket dir; logs go to ``work`` (the emulator cleans its dir)."""
-
-    def __init__(self, sock_dir: Path, work: Path) -> None:
-        self.sock_dir = sock_dir
-        self.work = work
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}
-
-    def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        log = (self.work / f"{name}.log").open("ab")
-        process = subprocess.Popen([sys.executable, "-m", "kubegpu", *args], stdout=log, stderr=log, env=env)
-        self.processes[name] = process
-        return process
-
-    def start_kubelet(self) -> None:
-        self.start("kubelet", ["kubelet", "--socket-dir", str(self.sock_dir), "--no-pod-resources"])
-
-    def start_plugin(
-        self, machine: str | None = None, env: dict[str, str] | None = None, extra: tuple[str, ...] = ()
-    ) -> subprocess.Popen[bytes]:
-        args = ["plugin", "--kubelet-socket", str(self.sock_dir / "kubelet.sock"), *extra]
-        if machine is not None:
-            args += ["--machine", machine, "--fault-file", str(self.work / "faults.jsonl")]
-        return self.start("plugin", args, env)
-
-    def log(self, name: str) -> str:
-        return (self.work / f"{name}.log").read_text()
-
-    def status(self) -> dict[str, Any]:
-        done = subprocess.run(
-            [sys.executable, "-m", "kubegpu", "kubelet", "status", "--json", "--socket-dir", str(self.sock_dir)],
-            capture_output=True,
-            text=True,
-            timeout=DEADLINE_S,
-            check=False,
-        )
-        return json.loads(done.stdout) if done.returncode == 0 else {}
-
-    def until(self, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        deadline = time.monotonic() + DEADLINE_S
-        while True:
-            status = self.status()
-            if status and check(status):
-                return status
-            if time.monotonic() > deadline:
-                logs = {name: self.log(name)[-2000:] for name in self.processes}
-                raise AssertionError(f"never reached the expected state; last status: {status}; logs: {logs}")
-            time.sleep(0.2)
-
-    def stop(self) -> None:
-        for name in list(self.processes):
-            process = self.processes.pop(name)
-            process.terminate()
-            try:
-                process.wait(DEADLINE_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
 @pytest.fixture
-def nodes(tmp_path: Path) -> Iterator[Callable[[str], Node]]:
-    made: list[tuple[Node, Path]] = []
+def nodes() -> Iterator[MakeNode]:
+    """Make nodes: ``nodes(machine=None, env=None, *plugin_args)`` (no machine: the plugin reads NVML)."""
+    made: list[LocalNode] = []
 
-    def make(name: str) -> Node:
-        sock_dir = Path(tempfile.mkdtemp(prefix="kg-", dir="/tmp"))  # unix socket paths must stay short
-        work = tmp_path / name
-        work.mkdir()
-        node = Node(sock_dir, work)
-        made.append((node, sock_dir))
+    def make(machine: str | None = None, env: dict[str, str] | None = None, *plugin_args: str) -> LocalNode:
+        node = LocalNode(machine=machine, env=env, plugin_args=list(plugin_args))
+        made.append(node)
         return node
 
     try:
         yield make
     finally:
-        for node, sock_dir in made:
-            node.stop()
-            shutil.rmtree(sock_dir, ignore_errors=True)
+        for node in made:
+            node.close()
+
+
+def until(node: LocalNode, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """Poll ``kubegpu kubelet status --json`` until ``check`` holds."""
+    return node.wait_for(check, timeout=DEADLINE_S, cli=True)
 
 
 def devices(status: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -136,17 +76,16 @@ def registered(count: int) -> Callable[[dict[str, Any]], bool]:
 
 @pytest.mark.parametrize("profile", profiles.available())
 def test_the_nvml_plugin_registers_exactly_what_the_simulated_plugin_registers(
-    profile: str, nodes: Callable[[str], Node], tmp_path: Path, fake_library: Path
+    profile: str, nodes: MakeNode, tmp_path: Path, fake_library: Path
 ) -> None:
     fake = harness.stage(tmp_path / "fake", profile, fake_library)
-    simulated, nvml = nodes("simulated"), nodes("nvml")
+    simulated, nvml = nodes(profile), nodes(None, nvml_env(fake, fake.library_dir))
     for node in (simulated, nvml):
         node.start_kubelet()
-    simulated.start_plugin(machine=profile)
-    nvml.start_plugin(env=nvml_env(fake, fake.library_dir))
+        node.start_plugin()
     expected_count = len(fake.machine.gpus)  # the plugin's default MIG strategy advertises whole GPUs
-    want = devices(simulated.until(registered(expected_count)))
-    got = devices(nvml.until(registered(expected_count)))
+    want = devices(until(simulated, registered(expected_count)))
+    got = devices(until(nvml, registered(expected_count)))
     assert got == want
     assert "nvidia.com/gpu" in got
     assert {d["id"] for d in got["nvidia.com/gpu"]} == {g.uuid for g in fake.machine.gpus}
@@ -156,21 +95,21 @@ def test_the_nvml_plugin_registers_exactly_what_the_simulated_plugin_registers(
 
 
 def test_an_xid_79_reported_by_nvml_makes_that_gpu_unhealthy_in_the_emulator(
-    nodes: Callable[[str], Node], tmp_path: Path, fake_library: Path
+    nodes: MakeNode, tmp_path: Path, fake_library: Path
 ) -> None:
     fake = harness.stage(tmp_path / "fake", "dgx-a100", fake_library)
-    node = nodes("nvml")
+    node = nodes(None, nvml_env(fake, fake.library_dir))
     node.start_kubelet()
-    node.start_plugin(env=nvml_env(fake, fake.library_dir))
+    node.start_plugin()
     # The plugin subscribes to health events before it registers; from here on NVML events reach it.
-    node.until(registered(8))
+    until(node, registered(8))
     uuid = fake.machine.gpus[2].uuid
 
     def health(status: dict[str, Any]) -> dict[str, str]:
         return {d["id"]: d["health"] for d in devices(status).get("nvidia.com/gpu", [])}
 
     fake.xid(2, 79)
-    status = node.until(lambda s: health(s).get(uuid) == "Unhealthy")
+    status = until(node, lambda s: health(s).get(uuid) == "Unhealthy")
     assert [i for i, state in health(status).items() if state != "Healthy"] == [uuid]
     assert status["resources"]["nvidia.com/gpu"]["allocatable"] == 7
 
@@ -184,12 +123,12 @@ def test_an_xid_79_reported_by_nvml_makes_that_gpu_unhealthy_in_the_emulator(
     ids=["driver-not-loaded", "driver-library-mismatch"],
 )
 def test_nvml_init_failure_makes_the_plugin_exit_nonzero_naming_the_library(
-    code: int, cause: str, nodes: Callable[[str], Node], tmp_path: Path, fake_library: Path
+    code: int, cause: str, nodes: MakeNode, tmp_path: Path, fake_library: Path
 ) -> None:
     fake = harness.stage(tmp_path / "fake", "pcie-4xt4", fake_library)
     fake.init_error(code)
-    node = nodes("nvml")
-    plugin = node.start_plugin(env=nvml_env(fake, fake.library_dir))
+    node = nodes(None, nvml_env(fake, fake.library_dir))
+    plugin = node.start_plugin()
     assert plugin.wait(DEADLINE_S) != 0
     log = node.log("plugin")
     assert cause in log
@@ -197,10 +136,10 @@ def test_nvml_init_failure_makes_the_plugin_exit_nonzero_naming_the_library(
 
 
 def test_a_missing_nvml_library_makes_the_plugin_exit_nonzero_naming_the_paths_tried(
-    nodes: Callable[[str], Node],
+    nodes: MakeNode,
 ) -> None:
-    node = nodes("nvml")
-    plugin = node.start_plugin(env=nvml_env(None, None))
+    node = nodes(None, nvml_env(None, None))
+    plugin = node.start_plugin()
     assert plugin.wait(DEADLINE_S) != 0
     log = node.log("plugin")
     assert "libnvidia-ml.so.1 not found; looked in: /driver-root/usr/lib64/libnvidia-ml.so.1" in log
@@ -208,20 +147,19 @@ def test_a_missing_nvml_library_makes_the_plugin_exit_nonzero_naming_the_paths_t
 
 
 def test_with_mixed_mig_the_nvml_plugin_registers_exactly_the_simulated_plugins_mig_resources(
-    nodes: Callable[[str], Node], tmp_path: Path, fake_library: Path
+    nodes: MakeNode, tmp_path: Path, fake_library: Path
 ) -> None:
     fake = harness.stage(tmp_path / "fake", "a100-mig", fake_library)
-    simulated, nvml = nodes("simulated"), nodes("nvml")
+    mixed = ("--mig-strategy", "mixed")
+    simulated, nvml = nodes("a100-mig", None, *mixed), nodes(None, nvml_env(fake, fake.library_dir), *mixed)
     for node in (simulated, nvml):
         node.start_kubelet()
-    mixed = ("--mig-strategy", "mixed")
-    simulated.start_plugin(machine="a100-mig", extra=mixed)
-    nvml.start_plugin(env=nvml_env(fake, fake.library_dir), extra=mixed)
+        node.start_plugin()
     machine = fake.machine
     mig_devices = [m for g in machine.gpus if g.mig_enabled for m in g.mig_devices]
     expected_count = len(mig_devices) + sum(1 for g in machine.gpus if not g.mig_enabled)
-    want = devices(simulated.until(registered(expected_count)))
-    got = devices(nvml.until(registered(expected_count)))
+    want = devices(until(simulated, registered(expected_count)))
+    got = devices(until(nvml, registered(expected_count)))
     assert got == want
     assert {name for name in got if name.startswith("nvidia.com/mig-")} == {
         f"nvidia.com/mig-{m.profile.replace('+', '.')}" for m in mig_devices
@@ -232,20 +170,16 @@ def test_with_mixed_mig_the_nvml_plugin_registers_exactly_the_simulated_plugins_
 
 
 def test_nvml_init_failure_with_fail_on_init_error_false_keeps_running_with_no_resources_and_says_why(
-    nodes: Callable[[str], Node], tmp_path: Path, fake_library: Path
+    nodes: MakeNode, tmp_path: Path, fake_library: Path
 ) -> None:
     fake = harness.stage(tmp_path / "fake", "pcie-4xt4", fake_library)
     fake.init_error(harness.DRIVER_NOT_LOADED)
-    node = nodes("nvml")
+    node = nodes(None, nvml_env(fake, fake.library_dir), "--fail-on-init-error=false")
     node.start_kubelet()
-    plugin = node.start_plugin(env=nvml_env(fake, fake.library_dir), extra=("--fail-on-init-error=false",))
-    deadline = time.monotonic() + DEADLINE_S
-    while "No devices found. Waiting indefinitely." not in node.log("plugin"):
-        assert plugin.poll() is None, node.log("plugin")
-        assert time.monotonic() < deadline, node.log("plugin")
-        time.sleep(0.1)
-    waiting = next(line for line in node.log("plugin").splitlines() if "No devices found" in line)
+    plugin = node.start_plugin()
+    waiting = node.wait_log("plugin", "No devices found. Waiting indefinitely.", timeout=DEADLINE_S)
+    assert plugin.poll() is None, node.log("plugin")
     assert "the NVIDIA kernel driver is not loaded" in waiting and "libnvidia-ml.so" in waiting
-    assert node.status().get("resources", {}) == {}
+    assert node.cli_status().get("resources", {}) == {}
     plugin.terminate()
     assert plugin.wait(DEADLINE_S) == 0

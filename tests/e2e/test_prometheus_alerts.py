@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kubegpu.localnode import free_port
 from tests.conftest import REPO
 from tests.monitoring.exporter_process import ExporterProcess, fault, get, wait_for
 
@@ -27,12 +27,6 @@ pytestmark = pytest.mark.e2e
 
 RULES = REPO / "deploy" / "alerts" / "kubegpu-rules.yaml"
 SHORT_FOR = "3s"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def api(base: str, path: str, **params: str) -> Any:
