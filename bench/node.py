@@ -8,6 +8,11 @@ Prints the five figures of issue 2 as plain lines, each with its target:
     Allocate p50/p99 (ms), 1 and 8 GPUs      p99 <= 2  a kubelet-like gRPC client on the plugin socket
     plugin RSS (MiB)                         <= 50     VmRSS of the plugin process after the run
 
+then GetPreferredAllocation (4 of 8 GPUs) p50/p99 on the same plugin, and a mixed-MIG node
+(``--mig-machine``, default a100-mig, ``--mig-strategy mixed``: one server, socket and registration per
+resource) with the metrics endpoint on: start -> every resource registered, the metrics page's size,
+and the plugin's RSS.
+
 Times of "applied" come from the emulator's watch stream (each event carries the wall-clock time at
 which the emulator applied the change). Usage: python bench/node.py [--machine dgx-a100] [--repeat 5]
 """
@@ -15,10 +20,14 @@ which the emulator applied the change). Usage: python bench/node.py [--machine d
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import statistics
 import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +36,9 @@ import grpc
 from kubegpu.api import constants
 from kubegpu.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from kubegpu.gpu import faults, profiles
+from kubegpu.gpu.model import Machine
 from kubegpu.kubelet import client
-from kubegpu.localnode import LocalNode
+from kubegpu.localnode import LocalNode, free_port
 
 RESOURCE = "nvidia.com/gpu"
 
@@ -52,16 +62,48 @@ def _summary(values: list[float]) -> str:
     return f"median {statistics.median(values):.0f}, max {values[-1]:.0f} (n={len(values)})"
 
 
-def start_to_registered(node: LocalNode, repeat: int, gpus: int) -> list[float]:
+def _capacities(status: dict[str, Any]) -> dict[str, int]:
+    return {name: r["capacity"] for name, r in status["resources"].items() if r["capacity"]}
+
+
+def _all_allocatable(expected: dict[str, int]) -> Callable[[dict[str, Any]], bool]:
+    def ready(status: dict[str, Any]) -> bool:
+        resources = status["resources"]
+        return all(resources.get(name, {}).get("allocatable") == count for name, count in expected.items())
+
+    return ready
+
+
+def mixed_mig_resources(machine: Machine) -> dict[str, int]:
+    """What ``--mig-strategy mixed`` advertises (NVIDIA's naming): each MIG profile, and whole non-MIG GPUs."""
+    counts = Counter(
+        f"nvidia.com/mig-{m.profile.replace('+', '.')}" for g in machine.gpus if g.mig_enabled for m in g.mig_devices
+    )
+    whole = sum(1 for g in machine.gpus if not g.mig_enabled)
+    if whole:
+        counts[RESOURCE] = whole
+    return dict(counts)
+
+
+def start_to_registered(node: LocalNode, repeat: int, expected: dict[str, int]) -> list[float]:
+    """Plugin spawned -> the emulator applied the last Register of ``expected``'s resources; the plugin is stopped."""
     samples = []
     for _ in range(repeat):
         with client.watch(node.socket_dir, timeout=30) as events:
             next(events)  # snapshot
             spawned = time.time()
             node.start_plugin()
-            registered = _next_event(events, "registered")
-        samples.append((registered["ts"] - spawned) * 1000)
-        node.wait_for(lambda s: s["resources"].get(RESOURCE, {}).get("allocatable") == gpus)
+            waiting, last = set(expected), 0.0
+            for event in events:
+                if event.get("event") == "registered" and event.get("resource") in waiting:
+                    waiting.discard(event["resource"])
+                    last = event["ts"]
+                    if not waiting:
+                        break
+            else:
+                raise TimeoutError(f"the watch ended before {sorted(waiting)} registered")
+        samples.append((last - spawned) * 1000)
+        node.wait_for(_all_allocatable(expected))
         node.stop("plugin")
     return samples
 
@@ -98,50 +140,90 @@ def fault_to_unhealthy(node: LocalNode, repeat: int, uuids: list[str]) -> list[f
     return samples
 
 
-def allocate_latency(node: LocalNode, uuids: list[str], size: int, calls: int) -> tuple[float, float]:
+def _latency(call: Callable[[], object], calls: int) -> tuple[float, float]:
+    """p50 and p99 (ms) of ``calls`` calls, after 50 that warm up the channel and the server."""
+    for _ in range(50):
+        call()
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    return statistics.median(times), times[int(len(times) * 0.99) - 1]
+
+
+def rpc_latencies(node: LocalNode, uuids: list[str], calls: int) -> None:
+    """Allocate of 1 and 8 GPUs, then GetPreferredAllocation of 4 out of 8, as the kubelet calls them."""
     sock = node.socket_dir / "nvidia-gpu.sock"
     with grpc.insecure_channel(constants.unix_target(sock)) as channel:
         stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
-        request = api_pb2.AllocateRequest(
-            container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=uuids[:size])]
+        for size in (1, min(8, len(uuids))):
+            allocate = api_pb2.AllocateRequest(
+                container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=uuids[:size])]
+            )
+            p50, p99 = _latency(functools.partial(stub.Allocate, allocate, timeout=10), calls)
+            print(f"Allocate {size} GPU(s) p50/p99 (ms): {p50:.2f} / {p99:.2f}  [target p99 <= 2]")
+        available = uuids[:8]
+        size = len(available) // 2
+        preferred = api_pb2.PreferredAllocationRequest(
+            container_requests=[
+                api_pb2.ContainerPreferredAllocationRequest(available_deviceIDs=available, allocation_size=size)
+            ]
         )
-        for _ in range(50):  # warm up the channel and the server
-            stub.Allocate(request, timeout=10)
-        times = []
-        for _ in range(calls):
-            start = time.perf_counter()
-            stub.Allocate(request, timeout=10)
-            times.append((time.perf_counter() - start) * 1000)
-    times.sort()
-    return statistics.median(times), times[int(len(times) * 0.99) - 1]
+        p50, p99 = _latency(functools.partial(stub.GetPreferredAllocation, preferred, timeout=10), calls)
+        what = f"GetPreferredAllocation {size} of {len(available)}"
+        print(f"{what} p50/p99 (ms): {p50:.2f} / {p99:.2f}  [target p99 <= 2]")
+
+
+def mixed_mig(machine_name: str, repeat: int) -> None:
+    """A mixed-MIG node with ``--metrics-listen``: start -> every resource registered, metrics page, RSS."""
+    expected = mixed_mig_resources(profiles.load(machine_name))
+    port = free_port()
+    plugin_args = ["--mig-strategy", "mixed", "--metrics-listen", f"127.0.0.1:{port}"]
+    with LocalNode(machine=machine_name, plugin_args=plugin_args) as node:
+        node.start_kubelet()
+        start = start_to_registered(node, repeat, expected)
+        what = f"{machine_name} --mig-strategy mixed ({len(expected)} resources, metrics on)"
+        print(f"{what}: start -> every resource registered (ms): {_summary(start)}  [target <= 1000]")
+        node.start_plugin()
+        status = node.wait_for(_all_allocatable(expected))
+        if _capacities(status) != expected:
+            raise SystemExit(f"bench/node.py: {machine_name} advertised {_capacities(status)}, expected {expected}")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            lines = response.read().decode().count("\n")
+        print(f"{what}: metrics page lines: {lines}")
+        print(f"{what}: plugin RSS (MiB): {_rss_mib(node.procs['plugin'].pid):.1f}  [target <= 50]")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--machine", default="dgx-a100")
+    parser.add_argument("--mig-machine", default="a100-mig", help="machine of the mixed-MIG figures ('' skips them)")
     parser.add_argument("--repeat", type=int, default=5, help="samples of the start/re-registration figures")
     parser.add_argument("--faults", type=int, default=20)
-    parser.add_argument("--calls", type=int, default=1000, help="Allocate calls per size")
+    parser.add_argument("--calls", type=int, default=1000, help="calls per Allocate size and GetPreferredAllocation")
     args = parser.parse_args()
     machine = profiles.load(args.machine)
     uuids = [g.uuid for g in machine.gpus]
     print(f"node bench: {args.machine}, {len(uuids)} GPUs, load average {os.getloadavg()[0]:.1f}")
     with LocalNode(machine=args.machine) as node:
         node.start_kubelet()
-        start = start_to_registered(node, args.repeat, len(uuids))
+        start = start_to_registered(node, args.repeat, {RESOURCE: len(uuids)})
         print(f"start -> registered (ms): {_summary(start)}  [target <= 1000]")
         node.start_plugin()
-        node.wait_for(lambda s: s["resources"].get(RESOURCE, {}).get("allocatable") == len(uuids))
+        node.wait_for(_all_allocatable({RESOURCE: len(uuids)}))
         rereg = reregistration(node, args.repeat)
         print(f"kubelet.sock re-created -> re-registered (ms): {_summary(rereg)}  [target <= 500]")
         unhealthy = fault_to_unhealthy(node, args.faults, uuids)
         print(f"fault -> kubelet sees Unhealthy (ms): {_summary(unhealthy)}  [target <= 100]")
-        for size in (1, min(8, len(uuids))):
-            p50, p99 = allocate_latency(node, uuids, size, args.calls)
-            print(f"Allocate {size} GPU(s) p50/p99 (ms): {p50:.2f} / {p99:.2f}  [target p99 <= 2]")
+        rpc_latencies(node, uuids, args.calls)
         pid = node.procs["plugin"].pid
         print(f"plugin RSS (MiB): {_rss_mib(pid):.1f}  [target <= 50]")
         node.stop("plugin", signal.SIGTERM)
+    if args.mig_machine:
+        mixed_mig(args.mig_machine, args.repeat)
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
