@@ -1,8 +1,8 @@
 """Writing CDI specs to the spec directory, and finding on the host what they must mention.
 
 Owns the spec file names (``<vendor>-<class>.json``, e.g.
-``k8s.device-plugin.nvidia.com-gpu.json``), the atomic write (temporary file in
-the same directory, fsync, rename — a runtime never reads half a spec), removal
+``k8s.device-plugin.nvidia.com-gpu.json``), writing them atomically (with
+:mod:`kubegpu.deviceplugin.atomicfile`: a runtime never reads half a spec), removal
 of our specs that are no longer generated (gdrcopy turned off, no IMEX channel),
 and host discovery for :class:`~kubegpu.deviceplugin.cdi.HostFiles` (control
 nodes under the dev root, driver libraries under the driver root, feature
@@ -14,11 +14,10 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from kubegpu.deviceplugin import cdi
+from kubegpu.deviceplugin import atomicfile, cdi
 from kubegpu.deviceplugin.cdi_spec import Spec
 from kubegpu.gpu.driver import LIBRARY_DIRS
 
@@ -47,20 +46,8 @@ def file_name(kind: str) -> str:
 
 def write(spec: Spec, spec_dir: Path) -> Path:
     """Write ``spec`` atomically into ``spec_dir`` (created if missing); returns the file written."""
-    spec_dir.mkdir(parents=True, exist_ok=True)
     target = spec_dir / file_name(spec.kind)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=spec_dir)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(spec.to_json())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    atomicfile.write(target, spec.to_json())
     return target
 
 

@@ -3,8 +3,8 @@
 Owns the command line (GFD's flags and env vars: ``--oneshot``, ``--no-timestamp``,
 ``--sleep-interval``, ``--output-file``/``-o``, ``--machine-type-file``,
 ``--mig-strategy``, ``--config-file``, plus ``--machine``), reading the machine
-(a simulated profile or NVML) and its machine type, the atomic write of the
-feature file (``-`` for stdout), and the relabel loop: every sleep interval,
+(a simulated profile or NVML) and its machine type, writing the feature file
+(atomically, or ``-`` for stdout), and the relabel loop: every sleep interval,
 SIGHUP reloads the config, SIGTERM/SIGINT stop it and remove the file (kept
 with ``--oneshot`` or an ``infinite`` interval, as GFD). Must not compute
 labels (that is :mod:`kubegpu.deviceplugin.labels`).
@@ -18,12 +18,11 @@ import logging
 import math
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from kubegpu.deviceplugin import config, labels
+from kubegpu.deviceplugin import atomicfile, config, labels
 from kubegpu.deviceplugin.config import Config
 from kubegpu.deviceplugin.config_model import ConfigError
 from kubegpu.deviceplugin.signals import Signals
@@ -40,21 +39,6 @@ def parser() -> argparse.ArgumentParser:
     )
     config.add_gfd_arguments(p)
     return p
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one rename, so NFD never reads half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def machine_type(cfg: Config, machine: Machine | None, simulated: bool) -> str:
@@ -138,7 +122,7 @@ def _label_once(cfg: Config) -> int:
         sys.stdout.flush()
         return 0
     try:
-        write_atomically(Path(output), text)
+        atomicfile.write(Path(output), text)
     except OSError as exc:
         print(f"kubegpu labels: cannot write {output}: {exc.strerror}", file=sys.stderr)
         return 1
