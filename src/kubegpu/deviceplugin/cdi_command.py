@@ -87,7 +87,8 @@ def _validate(files: list[Path]) -> int:
 
 
 def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from kubegpu.gpu import errors, profiles
+    from kubegpu.gpu import errors
+    from kubegpu.gpu.backends import read_machine
 
     try:
         cfg = config.load_flags(_FLAGS, args, os.environ)
@@ -95,23 +96,13 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"kubegpu cdi: error: {exc}", file=sys.stderr)
         return 2
-    discover = args.discover
+    discover = args.discover or cfg.options.machine is None  # on NVML the host is real: look at its files
     try:
-        if cfg.options.machine is not None:
-            machine = profiles.load(cfg.options.machine)
-        else:
-            from kubegpu.gpu.backends import open_backend
-
-            backend = open_backend(
-                None,
-                driver_root=cfg.flags.nvidia_driver_root,
-                container_driver_root=cfg.flags.plugin.container_driver_root,
-            )
-            try:
-                machine = backend.discover()
-            finally:
-                backend.close()
-            discover = True
+        machine = read_machine(
+            cfg.options.machine,
+            driver_root=cfg.flags.nvidia_driver_root,
+            container_driver_root=cfg.flags.plugin.container_driver_root,
+        )
     except errors.ProfileError as exc:
         parser.error(str(exc))
     except errors.GpuError as exc:

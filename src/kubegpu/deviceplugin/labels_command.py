@@ -55,16 +55,9 @@ def machine_type(cfg: Config, machine: Machine | None, simulated: bool) -> str:
 
 def discover(cfg: Config) -> Machine:
     """The machine to label: the ``--machine`` profile, else NVML. Raises ``kubegpu.gpu.errors.GpuError``."""
-    from kubegpu.gpu import profiles
-    from kubegpu.gpu.backends import open_backend
+    from kubegpu.gpu.backends import read_machine
 
-    if cfg.options.machine is not None:
-        return profiles.load(cfg.options.machine)
-    backend = open_backend(None, driver_root=cfg.flags.nvidia_driver_root)
-    try:
-        return backend.discover()
-    finally:
-        backend.close()
+    return read_machine(cfg.options.machine, driver_root=cfg.flags.nvidia_driver_root)
 
 
 def render(cfg: Config, clock: Callable[[], float] = time.time) -> str:

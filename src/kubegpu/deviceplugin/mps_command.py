@@ -61,17 +61,9 @@ def _load(args: argparse.Namespace, env: Mapping[str, str]) -> Config:
 
 def _daemons(cfg: Config, args: argparse.Namespace) -> list[mps.Daemon]:
     """Raises ResourceMapError / GpuError when the machine cannot be shared as configured."""
-    from kubegpu.gpu import profiles
-    from kubegpu.gpu.backends import open_backend
+    from kubegpu.gpu.backends import read_machine
 
-    if cfg.options.machine is not None:
-        machine = profiles.load(cfg.options.machine)
-    else:
-        backend = open_backend(None, driver_root=cfg.flags.nvidia_driver_root)
-        try:
-            machine = backend.discover()
-        finally:
-            backend.close()
+    machine = read_machine(cfg.options.machine, driver_root=cfg.flags.nvidia_driver_root)
     resources = resource_map.build(machine, cfg)
     plans = mps.plan(resources, machine, Path(cfg.flags.mps_root or "/"))
     smi = shlex.split(args.nvidia_smi)

@@ -1,7 +1,8 @@
 """Choosing a backend: a simulated machine when a profile is given, NVML otherwise.
 
-Owns the one function daemons call to get their :class:`~kubegpu.gpu.backend.GpuBackend`.
-Imports the NVML backend lazily so simulated runs never load ``pynvml``.
+Owns the one function daemons call to get their :class:`~kubegpu.gpu.backend.GpuBackend`,
+and the one oneshot commands call to read the machine once. Imports the NVML backend
+lazily so simulated runs never load ``pynvml``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kubegpu.gpu.backend import GpuBackend
+from kubegpu.gpu.model import Machine
 
 
 def open_backend(
@@ -33,3 +35,21 @@ def open_backend(
     from kubegpu.gpu.nvml import NvmlBackend
 
     return NvmlBackend(driver_root=driver_root, container_driver_root=container_driver_root, sysfs_root=sysfs_root)
+
+
+def read_machine(
+    machine: str | None, *, driver_root: str = "/", container_driver_root: str = "/driver-root"
+) -> Machine:
+    """Profile ``machine`` as shipped, or (None) what NVML discovers under the driver roots, NVML closed again.
+
+    Raises ``errors.ProfileError`` for an unknown profile, ``errors.NvmlUnavailable`` when NVML cannot be read.
+    """
+    if machine is not None:
+        from kubegpu.gpu import profiles
+
+        return profiles.load(machine)
+    backend = open_backend(None, driver_root=driver_root, container_driver_root=container_driver_root)
+    try:
+        return backend.discover()
+    finally:
+        backend.close()
