@@ -1,7 +1,8 @@
 """Benchmark ``kubegpu exporter``: scrape latency p50/p99 and resident memory.
 
-Runs the exporter as a real process on two simulated machines — a DGX A100 (8 whole GPUs) and a
-10-GPU A100 node cut into 64 MIG devices (a profile written to a temp dir) — with pod attribution on
+Runs the exporter as a real process (``kubegpu.localnode.LocalNode``) on two simulated machines — a
+DGX A100 (8 whole GPUs) and a 10-GPU A100 node cut into 64 MIG devices (a profile written to a temp
+dir) — with pod attribution on
 (a PodResourcesLister in this process holds one pod per device, so the exporter's gRPC client is
 loaded and every series carries pod labels) and a 1 s collection interval, so scrapes overlap
 collections. Scrapes use one keep-alive connection, as Prometheus does, with and without gzip.
@@ -18,8 +19,6 @@ import asyncio
 import http.client
 import re
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -31,6 +30,7 @@ import grpc
 from kubegpu.api import constants
 from kubegpu.api.podresources.v1 import api_pb2, api_pb2_grpc
 from kubegpu.gpu import profiles
+from kubegpu.localnode import LocalNode
 
 MIG64_PROFILE = """\
 name: a100-mig64
@@ -94,33 +94,6 @@ def rss_kib(pid: int) -> tuple[int, int]:
     return rss, hwm
 
 
-def start_exporter(machine: str, workdir: Path, socket_path: Path) -> tuple[subprocess.Popen[str], int]:
-    args = [
-        sys.executable,
-        "-m",
-        "kubegpu",
-        "exporter",
-        "--machine",
-        machine,
-        "--fault-file",
-        str(workdir / "faults.jsonl"),
-        "--listen",
-        "127.0.0.1:0",
-        "--collect-interval",
-        "1000",
-        "--pod-resources-socket",
-        str(socket_path),
-    ]
-    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        match = re.search(r'msg="exporter listening" address=\S+:(\d+)', line)
-        if match:
-            threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
-            return proc, int(match.group(1))
-    raise SystemExit(f"exporter did not start for {machine}")
-
-
 def scrape_times(port: int, count: int, gzip: bool) -> tuple[list[float], int]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     headers = {"Accept-Encoding": "gzip"} if gzip else {}
@@ -146,12 +119,12 @@ def bench(label: str, machine: str, scrapes: int) -> None:
     migs = [m.uuid for g in loaded.gpus for m in g.mig_devices]
     device_ids = migs or [g.uuid for g in loaded.gpus]
     resource = "nvidia.com/mig-1g.10gb" if migs else "nvidia.com/gpu"
-    with tempfile.TemporaryDirectory(prefix="kg-bench-", dir="/tmp") as tmp:
-        workdir = Path(tmp)
-        socket_path = workdir / "pod-resources.sock"
-        stop_pods = serve_pods(socket_path, device_ids, resource)
-        proc, port = start_exporter(machine, workdir, socket_path)
+    with LocalNode(machine=machine) as node:  # the exporter alone, on the pod-resources socket served here
+        node.pod_resources_socket.parent.mkdir(parents=True, exist_ok=True)
+        stop_pods = serve_pods(node.pod_resources_socket, device_ids, resource)
         try:
+            proc = node.start_exporter(collect_interval_ms=1000)
+            port = node.exporter_port
             scrape_times(port, 20, gzip=False)  # warm up: first collections, connection set-up
             plain, plain_size = scrape_times(port, scrapes, gzip=False)
             packed, packed_size = scrape_times(port, scrapes, gzip=True)
@@ -161,8 +134,7 @@ def bench(label: str, machine: str, scrapes: int) -> None:
             page = conn.getresponse().read().decode()
             conn.close()
         finally:
-            proc.terminate()
-            proc.wait(timeout=20)
+            node.stop("exporter", timeout=20)
             stop_pods.set()
     series = sum(1 for line in page.splitlines() if line.startswith("DCGM_"))
     labelled = sum(1 for line in page.splitlines() if line.startswith("DCGM_") and ',pod="' in line)
