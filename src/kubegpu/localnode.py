@@ -2,11 +2,11 @@
 
 Owns starting, restarting and stopping ``kubegpu kubelet``, ``kubegpu plugin``
 and ``kubegpu exporter`` as separate processes wired together (socket dir,
-pod-resources socket, the machine's fault journal, log files), and cleaning
-everything up. Also runs other commands beside them (a stub plugin, ``kubegpu kubelet status``) in
-the node's environment, reads their logs and waits for their state. The demo, the node
-benchmarks and the end-to-end tests share it. Must not contain kubelet or plugin logic:
-it only runs the real commands and reads what they answer.
+pod-resources socket, the machine's fault journal, log files, one environment),
+running other commands beside them (a stub plugin, ``kubegpu kubelet status``),
+waiting for what they log or report, and cleaning everything up. The demo, the
+benchmarks and the end-to-end tests share it. Must not contain kubelet or plugin
+logic: it only runs the real commands and reads what they answer.
 """
 
 from __future__ import annotations
