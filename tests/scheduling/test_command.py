@@ -105,3 +105,13 @@ def test_preemption_flag_evicts_lower_priority_pods_of_the_trace(tmp_path: Path)
     ]
     assert all(r["failed"] + r["preempted"] == 2 for r in results)
     assert any(r["preempted"] > 0 for r in results)
+
+
+def test_lookahead_knobs_run_and_bad_values_exit_2_naming_the_flag(tmp_path: Path) -> None:
+    done = simulate(tmp_path, "--horizon", "10", "--gap-weight", "2.5", "--scale", "0.05", "--json", "--no-plot")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["policy"] == "lookahead"
+    done = simulate(tmp_path, "--horizon", "0")
+    assert done.returncode == 2 and "--horizon must be at least 1 pod, got 0" in done.stderr
+    done = simulate(tmp_path, "--gap-weight", "-1")
+    assert done.returncode == 2 and "--gap-weight must be a non-negative number, got -1.0" in done.stderr

@@ -1,14 +1,16 @@
-"""Our lookahead policy: FGD's measure plus the GPU a node's CPU cannot feed for the workload to come."""
+"""Our lookahead policy: FGD's measure plus the GPU a node's CPU cannot feed and the shares the next pods cannot use."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from kubegpu.scheduling.cluster import ClusterState
 from kubegpu.scheduling.errors import InvalidSpec
 from kubegpu.scheduling.fgd import FgdScore
 from kubegpu.scheduling.fragmentation import CompiledWorkload
 from kubegpu.scheduling.lookahead import LookaheadGpu, LookaheadModel, LookaheadScore
+from kubegpu.scheduling.policies import PolicyOptions, build_profile
 from kubegpu.scheduling.workload import TargetWorkload
 
 from .helpers import cluster, node, pod
@@ -52,3 +54,68 @@ def test_fractional_pod_takes_the_tightest_of_equally_scored_gpus() -> None:
 def test_a_workload_without_gpu_pods_is_rejected() -> None:
     with pytest.raises(InvalidSpec, match="at least one GPU pod"):
         LookaheadModel.from_pods([pod("c")], ("G2",))
+
+
+# A default-trace-like mix: 0.47 pods (common), 0.32 and 0.65 pods, whole-GPU pods and CPU-only pods.
+MIX = (
+    [pod(f"h{i}", cpu=8_000, gpus=1, milli=470) for i in range(9)]
+    + [pod(f"t{i}", cpu=4_000, gpus=1, milli=320) for i in range(3)]
+    + [pod(f"s{i}", cpu=12_000, gpus=1, milli=650) for i in range(3)]
+    + [pod(f"w{i}", cpu=11_000, gpus=1) for i in range(10)]
+    + [pod(f"c{i}", cpu=12_000) for i in range(2)]
+)
+
+
+def _half_and_fresh() -> ClusterState:
+    """Two one-GPU nodes: one holds a 0.47 pod (530 milli left), the other is untouched."""
+    state = cluster(node("half", gpus=1, cpu=96_000), node("fresh", gpus=1, cpu=96_000))
+    state.bind(pod("x", cpu=8_000, gpus=1, milli=470), 0, [0])
+    return state
+
+
+def test_a_pod_that_would_leave_a_dead_sliver_opens_a_fresh_gpu_where_fgd_does_not() -> None:
+    state = _half_and_fresh()
+    small = pod("p", cpu=4_000, gpus=1, milli=320)  # on the 530 share it would leave 210, which nothing common fits
+    nodes = np.arange(2)
+    fgd = FgdScore(CompiledWorkload(TargetWorkload.from_pods(MIX), state.models)).score(state, small, nodes)
+    assert fgd[0] > fgd[1]
+    ours = LookaheadScore(LookaheadModel.from_pods(MIX, state.models)).score(state, small, nodes)
+    assert ours[1] > ours[0]
+    without_gaps = LookaheadScore(LookaheadModel.from_pods(MIX, state.models, gap_weight=0)).score(state, small, nodes)
+    assert without_gaps[0] > without_gaps[1]  # the gap tables make the difference
+
+
+@pytest.mark.parametrize("gap_weight", [0.0, 8.0, 1000.0], ids=["off", "default", "huge"])
+def test_the_natural_partner_closes_a_share_however_heavy_the_gap_weight(gap_weight: float) -> None:
+    state = _half_and_fresh()
+    partner = pod("p", cpu=8_000, gpus=1, milli=470)  # 530 -> 60: the best the workload offers that share
+    model = LookaheadModel.from_pods(MIX, state.models, gap_weight=gap_weight)
+    scores = LookaheadScore(model).score(state, partner, np.arange(2))
+    assert scores[0] > scores[1]
+
+
+def test_inside_a_node_the_gpu_choice_follows_the_gap_tables() -> None:
+    state = cluster(node("n", gpus=2, cpu=96_000))
+    state.bind(pod("x", cpu=8_000, gpus=1, milli=470), 0, [0])
+    gpu = LookaheadGpu(LookaheadModel.from_pods(MIX, state.models))
+    assert gpu.pick(state, pod("t", cpu=4_000, gpus=1, milli=320), 0) == (1,)
+    assert gpu.pick(state, pod("h", cpu=8_000, gpus=1, milli=470), 0) == (0,)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"gap_weight": -1.0}, "gap weight"), ({"gap_weight": float("nan")}, "gap weight"), ({"horizon": 0}, "horizon")],
+    ids=["negative-weight", "nan-weight", "zero-horizon"],
+)
+def test_bad_lookahead_knobs_are_rejected_naming_them(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(InvalidSpec, match=message):
+        LookaheadModel.from_pods(MIX, ("G2",), **kwargs)  # type: ignore[arg-type]
+
+
+def test_policy_options_reach_the_lookahead_model() -> None:
+    state = _half_and_fresh()
+    options = PolicyOptions(horizon=7, gap_weight=3.0)
+    profile = build_profile("lookahead", state, TargetWorkload.from_pods(MIX), MIX, np.random.default_rng(0), options)
+    scorer = profile.scorers[0][0]
+    assert isinstance(scorer, LookaheadScore)
+    assert scorer.model.gaps is not None and scorer.model.gaps.horizon == 7 and scorer.model.gap_weight == 3.0

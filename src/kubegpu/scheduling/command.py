@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import multiprocessing
 import os
 import queue
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from kubegpu.scheduling.errors import SchedulingError
+from kubegpu.scheduling.gaps import DEFAULT_HORIZON
+from kubegpu.scheduling.lookahead import DEFAULT_GAP_WEIGHT
 from kubegpu.scheduling.model import NodeSpec, PodSpec
 from kubegpu.scheduling.policies import DEFAULT_POLICY, PAPER_POLICIES, POLICIES, PolicyOptions
 
@@ -131,6 +134,21 @@ def build_parser() -> argparse.ArgumentParser:
         type=_weights,
         metavar="R=W,...",
         help="resource weights of the NodeResourcesFit policies, e.g. cpu=1,memory=1,nvidia.com/gpu=3",
+    )
+    parser.add_argument(
+        "--horizon",
+        type=int,
+        default=DEFAULT_HORIZON,
+        metavar="PODS",
+        help=f"lookahead: how many coming pods the gap tables look ahead (default {DEFAULT_HORIZON})",
+    )
+    parser.add_argument(
+        "--gap-weight",
+        type=float,
+        default=DEFAULT_GAP_WEIGHT,
+        metavar="W",
+        help=f"lookahead: weight of the k-pod stranded share against FGD's measure, 0 turns it off "
+        f"(default {DEFAULT_GAP_WEIGHT:g})",
     )
     parser.add_argument(
         "--preemption",
@@ -277,6 +295,10 @@ def main(argv: list[str]) -> int:
         parser.error(f"--load must be within (0, 1000] percent, got {args.load}")
     if args.jobs < 0:
         parser.error(f"--jobs must not be negative, got {args.jobs}")
+    if args.horizon < 1:
+        parser.error(f"--horizon must be at least 1 pod, got {args.horizon}")
+    if not (math.isfinite(args.gap_weight) and args.gap_weight >= 0):
+        parser.error(f"--gap-weight must be a non-negative number, got {args.gap_weight}")
     seeds = args.seeds if args.seeds is not None else [42 if args.seed is None else args.seed]
 
     from kubegpu.scheduling import synthetic, trace
@@ -293,7 +315,7 @@ def main(argv: list[str]) -> int:
         f"{args.trace_pods.name if args.trace_pods else 'synthetic pods'} on "
         f"{args.trace_nodes.name if args.trace_nodes else 'synthetic nodes'}"
     )
-    options = PolicyOptions(weights=args.weights)
+    options = PolicyOptions(weights=args.weights, horizon=args.horizon, gap_weight=args.gap_weight)
     specs = [
         RunSpec(i, policy, seed, tuple(nodes), tuple(pods), args.load / 100.0, options, args.tie_break, args.preemption)
         for i, (policy, seed) in enumerate((p, s) for p in args.policy for s in seeds)

@@ -1,15 +1,22 @@
-"""Our policy, ``lookahead``: FGD's fragmentation gradient plus a look-ahead at the CPU the workload will need.
+"""Our policy, ``lookahead``: FGD's fragmentation gradient, looking further ahead at the workload to come.
 
-Owns :class:`LookaheadScore`, :class:`LookaheadGpu` and how their target
-workload is built. Must not filter and must not bind.
+Owns :class:`LookaheadModel` (how the policy's view of the target workload is
+built), :class:`LookaheadScore` and :class:`LookaheadGpu`. Must not filter and
+must not bind; the gap tables live in :mod:`kubegpu.scheduling.gaps`.
 
 Why: FGD measures, for the *next* task drawn from the target workload, how
 much free GPU-milli that task could not use. It is blind to what the rest of
-the workload will ask of a node's CPU: a CPU-only pod that takes 12 of a GPU
-node's 96 cores crosses no task's threshold today, yet the node's eight GPUs
-will later need about 11 cores each, so the CPU runs out first and GPUs stay
-idle ("lack-CPU" fragments). On the Alibaba trace these stranded GPUs are a
-third of what FGD leaves unallocated, and most of it on CPU-heavy workloads.
+the workload will do with a node:
+
+* its CPU: a CPU-only pod that takes 12 of a GPU node's 96 cores crosses no
+  task's threshold today, yet the node's eight GPUs will later need about 11
+  cores each, so the CPU runs out first and GPUs stay idle;
+* the fate of a GPU's leftover share: 530 milli left by a 0.47-GPU pod look
+  as bad to FGD as 190 milli left by a 0.81-GPU pod, but the first will be
+  closed by the next 0.47 pod while nothing common ever fits the second. So
+  FGD happily puts a 0.32 pod on the 530 share, leaving 210 milli that only
+  the rarest pods can use, where a fresh GPU (680 left, the natural home of a
+  0.65 pod) would have wasted nothing.
 
 What it does, per node n, with G_n free GPU-milli and C_n free CPU milli:
 
@@ -17,14 +24,22 @@ What it does, per node n, with G_n free GPU-milli and C_n free CPU milli:
   task shapes of the pod list (FGD keeps only the most popular 95 %; the rare
   multi-GPU shapes it drops are the ones that need whole nodes);
 * S_n = max(0, G_n − C_n / ρ) — GPU-milli the node cannot feed with CPU, where
-  ρ is the look-ahead: the workload's total CPU request (CPU-only pods
-  included, because they too must land somewhere) per GPU-milli requested;
+  ρ is the workload's total CPU request (CPU-only pods included, because they
+  too must land somewhere) per GPU-milli requested;
+* for a fractional pod, the gain of the k-pod gap tables
+  (:class:`~kubegpu.scheduling.gaps.GapTables`): the drop of the milli that
+  none of the next k pods could use on the GPU it takes, a closing placement
+  as good as the share's natural partner never counted as a loss; weighted by
+  ``gap_weight``;
 * the score of a node is ⌊100 · sigmoid(Δ / 1000)⌋ with Δ the drop of
-  F_n + S_n caused by placing the pod — FGD's coarse scale, whose ties go to
+  F_n + S_n plus the weighted gap gain — FGD's coarse scale, whose ties go to
   the node the seeded tie-break ranks first, so near-equal nodes fill one
   after another (first fit) instead of spreading;
 * a fractional pod takes the GPU with the best such score, ties to the GPU
   with the least free share (best fit).
+
+Everything comes from the cluster state, the pod and the workload's shapes and
+their frequencies — what FGD itself uses — never from the order of future pods.
 """
 
 from __future__ import annotations
@@ -47,29 +62,51 @@ from kubegpu.scheduling.fragmentation import (
     share_candidates,
 )
 from kubegpu.scheduling.framework import GpuPicker, ScorePlugin
+from kubegpu.scheduling.gaps import DEFAULT_HORIZON, GapTables
 from kubegpu.scheduling.gpupick import exclusive_gpus
 from kubegpu.scheduling.model import PodSpec
 from kubegpu.scheduling.workload import TargetWorkload
 
+DEFAULT_GAP_WEIGHT = 8.0
+
 
 @dataclass(frozen=True)
 class LookaheadModel:
-    """The target workload as arrays, and ρ: CPU milli the workload requests per GPU-milli."""
+    """The target workload as arrays, ρ (CPU milli requested per GPU-milli) and the k-pod gap tables."""
 
     workload: CompiledWorkload
     cpu_per_gpu_milli: float
     stranding_weight: float = 1.0
+    gaps: GapTables | None = None
+    gap_weight: float = DEFAULT_GAP_WEIGHT
 
     @classmethod
     def from_pods(
-        cls, pods: Sequence[PodSpec], models: tuple[str, ...], stranding_weight: float = 1.0
+        cls,
+        pods: Sequence[PodSpec],
+        models: tuple[str, ...],
+        stranding_weight: float = 1.0,
+        *,
+        horizon: int = DEFAULT_HORIZON,
+        gap_weight: float = DEFAULT_GAP_WEIGHT,
     ) -> LookaheadModel:
         gpu_demand = sum(p.total_gpu_milli for p in pods)
         if gpu_demand <= 0:
             raise InvalidSpec("the lookahead policy needs a workload with at least one GPU pod")
+        if not (np.isfinite(gap_weight) and gap_weight >= 0):
+            raise InvalidSpec(f"gap weight must be a non-negative number, got {gap_weight}")
         target = TargetWorkload.from_pods(pods, threshold=1.0)
         rho = sum(p.cpu_milli for p in pods) / gpu_demand
-        return cls(CompiledWorkload(target, models), rho, stranding_weight)
+        return cls(
+            CompiledWorkload(target, models), rho, stranding_weight, GapTables.from_pods(pods, horizon), gap_weight
+        )
+
+    def gap_gain(self, free: IntArray, milli: int) -> FloatArray:
+        """Weighted drop of k-pod stranded milli when a ``milli`` pod takes GPUs with ``free`` milli."""
+        if self.gaps is None or not self.gap_weight:
+            return np.zeros(np.shape(free))
+        out: FloatArray = self.gap_weight * self.gaps.gain(free, milli)
+        return out
 
     def stranded(self, cpu_free: IntArray, gpu_free_total: IntArray) -> FloatArray:
         """GPU-milli a node's free CPU cannot feed, times the stranding weight."""
@@ -90,7 +127,7 @@ def _share_rows(
     rows: IntArray,
     free: IntArray,
 ) -> FloatArray:
-    """Drop of F + S for a fractional pod taking a GPU with ``free`` milli on ``nodes[rows]``."""
+    """Drop of F + S plus the weighted gap gain when a fractional pod takes a GPU with ``free`` milli."""
     cw = model.workload
     fits, small, total = stats.rows(nodes)
     cpu = state.cpu_free[nodes]
@@ -99,7 +136,7 @@ def _share_rows(
     after = fragmentation_after_share(
         cw, (fits[rows], small[rows], total[rows]), cpu[rows], mid[rows], free, pod.cpu_milli, pod.gpu_milli
     ) + model.stranded(cpu[rows] - pod.cpu_milli, total[rows] - pod.gpu_milli)
-    out: FloatArray = before[rows] - after
+    out: FloatArray = before[rows] - after + model.gap_gain(free, pod.gpu_milli)
     return out
 
 
@@ -117,7 +154,7 @@ class _Stats:
 
 
 class LookaheadScore(ScorePlugin):
-    """Prefers the node where fragmentation plus CPU-stranded GPU grows least."""
+    """Prefers the node where fragmentation, CPU-stranded GPU and k-pod stranded share grow least."""
 
     name = "Lookahead"
 

@@ -21,8 +21,9 @@ from kubegpu.scheduling.fgd import FgdGpu, FgdScore
 from kubegpu.scheduling.filters import default_filters
 from kubegpu.scheduling.fragmentation import CompiledWorkload
 from kubegpu.scheduling.framework import Profile
+from kubegpu.scheduling.gaps import DEFAULT_HORIZON
 from kubegpu.scheduling.gpupick import BestFitGpu, RandomGpu
-from kubegpu.scheduling.lookahead import LookaheadGpu, LookaheadModel, LookaheadScore
+from kubegpu.scheduling.lookahead import DEFAULT_GAP_WEIGHT, LookaheadGpu, LookaheadModel, LookaheadScore
 from kubegpu.scheduling.model import PodSpec
 from kubegpu.scheduling.noderesources import BIN_PACKING_SHAPE, NodeResourcesFitScore, ShapePoint
 from kubegpu.scheduling.workload import TargetWorkload
@@ -33,11 +34,13 @@ PAPER_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd"
 
 @dataclass(frozen=True)
 class PolicyOptions:
-    """Policy knobs: kube-scheduler resource weights and shape; the lookahead policy's stranding weight."""
+    """Policy knobs: kube-scheduler resource weights and shape; the lookahead policy's weights and horizon."""
 
     weights: dict[str, int] | None = None
     shape: tuple[ShapePoint, ...] = BIN_PACKING_SHAPE
     stranding_weight: float = 1.0
+    horizon: int = DEFAULT_HORIZON
+    gap_weight: float = DEFAULT_GAP_WEIGHT
 
 
 Builder = Callable[[ClusterState, TargetWorkload, Sequence[PodSpec], np.random.Generator, PolicyOptions], Profile]
@@ -104,7 +107,9 @@ def _nodefit(strategy: str, name: str, default_weights: dict[str, int]) -> Build
 def _lookahead(
     state: ClusterState, target: TargetWorkload, pods: Sequence[PodSpec], rng: np.random.Generator, opts: PolicyOptions
 ) -> Profile:
-    model = LookaheadModel.from_pods(pods, state.models, opts.stranding_weight)
+    model = LookaheadModel.from_pods(
+        pods, state.models, opts.stranding_weight, horizon=opts.horizon, gap_weight=opts.gap_weight
+    )
     return Profile("lookahead", default_filters(), ((LookaheadScore(model), 1000),), LookaheadGpu(model))
 
 
@@ -115,7 +120,7 @@ POLICIES: dict[str, PolicyInfo] = {
     for info in (
         PolicyInfo(
             "lookahead",
-            "ours: FGD's gradient plus the GPUs a node's CPU cannot feed, looking ahead at the workload's CPU per GPU",
+            "ours: FGD's gradient plus the GPU a node's CPU cannot feed and the GPU shares the next 50 pods cannot use",
             _lookahead,
         ),
         PolicyInfo(
