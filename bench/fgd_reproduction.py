@@ -8,6 +8,24 @@ summary. Runs in parallel worker processes.
 
     python bench/fgd_reproduction.py                       # all nine shared traces, 10 seeds (~25 min on 2 cores)
     python bench/fgd_reproduction.py --traces default --seeds 42-44
+    python bench/fgd_reproduction.py --traces default --policies fgd --bound      # what packing allows at 100 %
+    python bench/fgd_reproduction.py --traces default --policies lookahead --reserve 0.1,0.2,0.3
+
+``--bound`` prints, per trace, how little idle GPU the fractional pods that
+have arrived by 100 % allow: an offline best-fit-decreasing packing of them;
+the optimum of the cutting-stock linear programme over them (a lower bound:
+its dual prices, checked against every way of filling one GPU, prove that no
+packing of those pods wastes less); the load at which a policy that places
+every pod while there is room must run out of GPUs (an estimate: where the
+optimal waste of what has arrived meets the capacity left); and the lower
+bound when fractional pods may also be left unplaced on purpose.
+
+``--reserve`` runs an experiment that is not a policy we ship: ``lookahead``
+plus a filter that, once fewer than the given share of all GPUs are fully
+free, keeps a fractional pod off fully free GPUs when the gap tables count
+its leftover there as mostly stranded (the 0.81-GPU pods), so it joins a
+used GPU or fails. It shows what leaving feasible pods unplaced buys and
+what it costs.
 """
 
 from __future__ import annotations
@@ -17,12 +35,21 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from kubegpu.scheduling.model import NodeSpec, PodSpec
-from kubegpu.scheduling.simulator import simulate
+import numpy as np
+
+from kubegpu.scheduling.cluster import BoolArray, ClusterState
+from kubegpu.scheduling.framework import FilterPlugin, Profile
+from kubegpu.scheduling.gaps import GapTables
+from kubegpu.scheduling.model import MILLI, NodeSpec, PodSpec
+from kubegpu.scheduling.policies import POLICIES as REGISTRY
+from kubegpu.scheduling.policies import PolicyInfo, PolicyOptions, build_profile
+from kubegpu.scheduling.simulator import prepare_workload, simulate
 from kubegpu.scheduling.trace import read_nodes, read_pods
+from kubegpu.scheduling.workload import TargetWorkload
 
 TRACE_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "alibaba-gpu-v2023"
 POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd", "lookahead")
@@ -64,38 +91,185 @@ def _trace(name: str) -> tuple[list[NodeSpec], list[PodSpec]]:
     return _LOADED[name]
 
 
-def _run(job: tuple[str, str, int]) -> tuple[str, str, int, float, float]:
+class FreshGpuReserve(FilterPlugin):
+    """Experiment only: below ``share`` fully free GPUs, pods that would strand most of a fresh GPU's rest stay off."""
+
+    name = "FreshGpuReserve"
+
+    def __init__(self, share: float, gaps: GapTables) -> None:
+        self.share = share
+        self.gaps = gaps
+
+    def filter(self, state: ClusterState, pod: PodSpec) -> BoolArray:
+        everywhere = np.ones(state.size, dtype=np.bool_)
+        if not pod.is_fractional:
+            return everywhere
+        rest = MILLI - pod.gpu_milli
+        if self.gaps.stranded[rest] <= rest / 2:
+            return everywhere
+        fresh = state.gpu_free == MILLI
+        if fresh.sum() >= self.share * state.gpu_count.sum():
+            return everywhere
+        used: BoolArray = ((state.gpu_free >= pod.gpu_milli) & ~fresh).any(axis=1)
+        return used
+
+
+def _register_reserve(policy: str) -> None:
+    """Make ``lookahead+reserve<share>`` a policy name in this process (idempotent)."""
+    if policy in REGISTRY or not policy.startswith("lookahead+reserve"):
+        return
+    share = float(policy.removeprefix("lookahead+reserve"))
+
+    def build(
+        state: ClusterState,
+        target: TargetWorkload,
+        pods: Sequence[PodSpec],
+        rng: np.random.Generator,
+        options: PolicyOptions,
+    ) -> Profile:
+        inner = build_profile("lookahead", state, target, pods, rng, options)
+        gate = FreshGpuReserve(share, GapTables.from_pods(pods))
+        return Profile(policy, (*inner.filters, gate), inner.scorers, inner.picker, inner.description)
+
+    REGISTRY[policy] = PolicyInfo(policy, "experiment: lookahead keeping 0.81-like pods off the last fresh GPUs", build)
+
+
+def _run(job: tuple[str, str, int]) -> tuple[str, str, int, float, float, int]:
     trace, policy, seed = job
+    _register_reserve(policy)
     nodes, pods = _trace(trace)
     result = simulate(nodes, pods, policy, seed)
-    return trace, policy, seed, result.unallocated_at(100), result.unallocated_at(130)
+    return trace, policy, seed, result.unallocated_at(100), result.unallocated_at(130), result.failed
 
 
-def _bfd_waste(trace: str, seed: int) -> float:
-    """Idle GPU % left by an offline best-fit-decreasing packing of the fractional pods arrived by 100 % load."""
-    import numpy as np
-
-    from kubegpu.scheduling.simulator import prepare_workload
-
+def _arrivals(trace: str, seed: int) -> tuple[int, list[tuple[float, int]]]:
+    """Capacity, and (arrived load %, per-GPU milli) of each fractional pod arriving by 100 % load, in order."""
     nodes, pods = _trace(trace)
-    capacity = 1000 * sum(n.gpus for n in nodes)
-    order = prepare_workload(pods, capacity, np.random.default_rng(seed))
+    capacity = MILLI * sum(n.gpus for n in nodes)
     arrived, items = 0, []
-    for pod in order:
+    for pod in prepare_workload(pods, capacity, np.random.default_rng(seed)):
         arrived += pod.total_gpu_milli
         if pod.is_fractional:
-            items.append(pod.gpu_milli)
+            items.append((100 * arrived / capacity, pod.gpu_milli))
         if arrived >= capacity:
             break
-    gaps = [0] * 1001  # gaps[g] = GPUs opened so far with g milli still free
+    return capacity, items
+
+
+def _bfd_waste(capacity: int, items: list[int]) -> float:
+    """Idle GPU % left by an offline best-fit-decreasing packing of the given per-GPU requests."""
+    gaps = [0] * (MILLI + 1)  # gaps[g] = GPUs opened so far with g milli still free
     for size in sorted(items, reverse=True):
-        g = next((g for g in range(size, 1000) if gaps[g]), 1000)
-        if g == 1000:
-            gaps[1000 - size] += 1
+        g = next((g for g in range(size, MILLI) if gaps[g]), MILLI)
+        if g == MILLI:
+            gaps[MILLI - size] += 1
         else:
             gaps[g] -= 1
             gaps[g - size] += 1
     return 100 * sum(g * n for g, n in enumerate(gaps)) / capacity
+
+
+def _best_fill(sizes: list[int], values: np.ndarray) -> tuple[float, np.ndarray]:
+    """The most value one GPU can hold (any multiset of the sizes), and how many of each size that takes."""
+    best = np.zeros(MILLI + 1)
+    take = np.full(MILLI + 1, -1)
+    for room in range(1, MILLI + 1):
+        best[room] = best[room - 1]
+        for i, size in enumerate(sizes):
+            if size <= room and best[room - size] + values[i] > best[room] + 1e-12:
+                best[room], take[room] = best[room - size] + values[i], i
+    counts = np.zeros(len(sizes))
+    room = MILLI
+    while room > 0:
+        if take[room] < 0:
+            room -= 1
+        else:
+            counts[take[room]] += 1
+            room -= sizes[take[room]]
+    return float(best[MILLI]), counts
+
+
+def _simplex_max(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """max c·x subject to a·x ≤ b, x ≥ 0, for b ≥ 0 (the slack basis is feasible); Bland's rule, so it ends."""
+    m, n = a.shape
+    tab = np.zeros((m + 1, n + m + 1))
+    tab[:m, :n], tab[:m, n : n + m], tab[:m, -1], tab[m, :n] = a, np.eye(m), b, -c
+    basis = list(range(n, n + m))
+    while True:
+        entering = np.flatnonzero(tab[m, :-1] < -1e-12)
+        if not len(entering):
+            break
+        j = entering[0]
+        rows = np.flatnonzero(tab[:m, j] > 1e-12)
+        ratios = tab[rows, -1] / tab[rows, j]
+        i = min(rows[ratios <= ratios.min() + 1e-12], key=lambda r: basis[r])
+        tab[i] /= tab[i, j]
+        for r in range(m + 1):
+            if r != i and tab[r, j]:
+                tab[r] -= tab[r, j] * tab[i]
+        basis[i] = j
+    x = np.zeros(n + m)
+    x[basis] = tab[:m, -1]
+    return x[:n]
+
+
+def _dual_prices(sizes: list[int], counts: list[int]) -> np.ndarray:
+    """Cutting-stock dual: GPUs per pod of each size, no filling of one GPU worth more than 1, maximising the total.
+
+    Column generation: solve over the fillings known so far, add the most
+    valuable filling of one GPU while it is worth more than 1. The result is
+    scaled so that the best filling is worth at most 1, which makes
+    Σ count·price a lower bound on the GPUs any packing needs.
+    """
+    rows = [np.eye(len(sizes))[i] * (MILLI // s) for i, s in enumerate(sizes)]
+    while True:
+        prices = _simplex_max(np.asarray(counts, dtype=float), np.array(rows), np.ones(len(rows)))
+        top, filling = _best_fill(sizes, prices)
+        if top <= 1 + 1e-9:
+            return prices / max(top, 1.0)
+        rows.append(filling)
+
+
+def _lp_waste(capacity: int, items: list[int]) -> tuple[float, dict[int, float], dict[int, int]]:
+    """Lower bound (% of capacity) on the idle GPU any packing of these requests leaves, with the dual prices."""
+    tally: dict[int, int] = {}
+    for size in items:
+        tally[size] = tally.get(size, 0) + 1
+    sizes = sorted(tally)
+    counts = [tally[s] for s in sizes]
+    prices = _dual_prices(sizes, counts)
+    waste = MILLI * float(np.dot(counts, prices)) - float(np.dot(counts, sizes))
+    return 100 * waste / capacity, dict(zip(sizes, prices.tolist(), strict=True)), tally
+
+
+def _bounds(trace: str, seed: int) -> tuple[float, float, float, float, float]:
+    """(BFD idle %, LP lower bound %, saturation load %, idle % there, lower bound % with pods left out)."""
+    capacity, arrivals = _arrivals(trace, seed)
+    items = [size for _, size in arrivals]
+    lp, prices, tally = _lp_waste(capacity, items)
+    # A policy placing every pod while there is room fills up where waste and what has arrived meet the capacity.
+    lo, hi = 0, len(arrivals)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        load = arrivals[mid][0]
+        if 100 - load > _lp_waste(capacity, items[: mid + 1])[0]:
+            lo = mid
+        else:
+            hi = mid
+    load = arrivals[min(hi, len(arrivals) - 1)][0]
+    saturated = max(100 - load, _lp_waste(capacity, items[: hi + 1])[0])
+    # Leaving pods out: what is left out is unallocated too, so take out the most wasteful first until both meet.
+    waste = {s: MILLI * prices[s] - s for s in tally}
+    wasted = sum(waste[s] * n for s, n in tally.items())
+    left_out = 0.0
+    for size in sorted(tally, key=lambda s: waste[s] / s, reverse=True):
+        if waste[size] <= 0 or left_out >= wasted:
+            break
+        # leaving out x pods of this size: wasted -= x·waste, left_out += x·size; stop where they are equal
+        x = min(tally[size], (wasted - left_out) / (waste[size] + size))
+        wasted -= x * waste[size]
+        left_out += x * size
+    return _bfd_waste(capacity, items), lp, load, saturated, 100 * max(wasted, left_out) / capacity
 
 
 def _seeds(text: str) -> list[int]:
@@ -112,7 +286,14 @@ def main() -> int:
     parser.add_argument(
         "--bound",
         action="store_true",
-        help="also print the idle GPU %% an offline best-fit-decreasing packing of the fractional pods leaves",
+        help="also print what packing the fractional pods arrived by 100 %% allows (BFD, LP bound, saturation)",
+    )
+    parser.add_argument(
+        "--reserve",
+        type=lambda text: [float(x) for x in text.split(",")],
+        default=[],
+        metavar="SHARES",
+        help="experiment: also run lookahead keeping 0.81-like pods off fresh GPUs below these shares of fresh GPUs",
     )
     args = parser.parse_args()
     traces = [t for t in args.traces.split(",") if t]
@@ -123,12 +304,15 @@ def main() -> int:
     if not TRACE_DIR.is_dir():
         print(f"trace directory not found: {TRACE_DIR}", file=sys.stderr)
         return 1
+    if any(not 0 < share < 1 for share in args.reserve):
+        parser.error(f"--reserve shares must be within (0, 1), got {args.reserve}")
+    policies += [f"lookahead+reserve{share:g}" for share in args.reserve]
     jobs = [(t, p, s) for t in traces for p in policies for s in args.seeds]
     started = time.perf_counter()
-    results: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    results: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
     with ProcessPoolExecutor(args.jobs) as pool:
-        for trace, policy, _seed, u100, u130 in pool.map(_run, jobs, chunksize=1):
-            results.setdefault((trace, policy), []).append((u100, u130))
+        for trace, policy, _seed, u100, u130, failed in pool.map(_run, jobs, chunksize=1):
+            results.setdefault((trace, policy), []).append((u100, u130, failed))
     print(
         f"runs: {len(jobs)} ({len(traces)} traces x {len(policies)} policies x {len(args.seeds)} seeds) "
         f"in {time.perf_counter() - started:.0f} s with {args.jobs} processes"
@@ -138,8 +322,9 @@ def main() -> int:
         "at 100 % (and 130 %) arrived load"
     )
     print()
+    width = max(11, *(len(p) for p in policies))
     header = (
-        f"{'trace':<12} {'policy':<11} {'ours@100':>9} {'paper@100':>10} {'diff':>6} {'ok':>3} "
+        f"{'trace':<12} {'policy':<{width}} {'ours@100':>9} {'paper@100':>10} {'diff':>6} {'ok':>3} "
         f"{'ours@130':>9} {'paper@130':>10}"
     )
     print(header)
@@ -160,13 +345,16 @@ def main() -> int:
                 if policy == "fgd":
                     fgd_ours = m100
                 print(
-                    f"{trace:<12} {policy:<11} {m100:>9.2f} {p100:>10.2f} {m100 - p100:>+6.2f} "
+                    f"{trace:<12} {policy:<{width}} {m100:>9.2f} {p100:>10.2f} {m100 - p100:>+6.2f} "
                     f"{'yes' if ok else 'NO':>3} {m130:>9.2f} {p130:>10.2f}"
                 )
             else:
                 paper_fgd = PAPER_100[trace][5]
                 vs = f"vs FGD: paper {m100 - paper_fgd:+.2f}" + (f", ours {m100 - fgd_ours:+.2f}" if fgd_ours else "")
-                print(f"{trace:<12} {policy:<11} {m100:>9.2f} {'':>10} {'':>6} {'':>3} {m130:>9.2f} {'':>10}  {vs}")
+                if "+reserve" in policy:
+                    vs += f"; failed pods (median) {statistics.median(v[2] for v in values):.0f}"
+                blank = f"{'':>10} {'':>6} {'':>3}"
+                print(f"{trace:<12} {policy:<{width}} {m100:>9.2f} {blank} {m130:>9.2f} {'':>10}  {vs}")
         print()
     within = sum(1 for t in traces for p in policies if p in POLICIES[:6]) - len(failures)
     print(f"paper policies within ±{TOLERANCE} of the paper at 100 %: {within} of {within + len(failures)}")
@@ -174,13 +362,15 @@ def main() -> int:
         print(f"  outside: {failure}")
     if args.bound:
         print()
+        print("packing the fractional pods arrived by 100 % (all known in advance, CPU and nodes ignored), medians:")
         print(
-            "offline best-fit-decreasing of the fractional pods arrived by 100 % (all known in advance, CPU ignored):"
+            f"{'trace':<12} {'BFD idle %':>10} {'LP bound %':>10} {'saturates at load %':>20} "
+            f"{'idle % there':>12} {'bound if pods left out %':>25}"
         )
         for trace in traces:
-            waste = [_bfd_waste(trace, seed) for seed in args.seeds]
-            low, mid, high = min(waste), statistics.median(waste), max(waste)
-            print(f"{trace:<12} idle GPU % median {mid:.2f} (min {low:.2f}, max {high:.2f})")
+            rows = [_bounds(trace, seed) for seed in args.seeds]
+            med = [statistics.median(r[i] for r in rows) for i in range(5)]
+            print(f"{trace:<12} {med[0]:>10.2f} {med[1]:>10.2f} {med[2]:>20.2f} {med[3]:>12.2f} {med[4]:>25.2f}")
     return 0
 
 
