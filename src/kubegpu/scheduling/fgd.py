@@ -21,6 +21,7 @@ from kubegpu.scheduling.fragmentation import (
     CompiledWorkload,
     FloatArray,
     ShapeStats,
+    ShapeStatsCache,
     fragment_matrix,
     fragmentation_after_share,
     fragmentation_after_whole,
@@ -35,19 +36,6 @@ def sigmoid_score(delta: FloatArray) -> IntArray:
     """⌊100 · sigmoid(Δ/1000)⌋ — the FGD simulator's integer node score."""
     out: IntArray = ((1.0 / (1.0 + np.exp(-delta / 1000.0))) * MAX_NODE_SCORE).astype(np.int64)
     return out
-
-
-class _Stats:
-    """Lazily binds a :class:`ShapeStats` to the cluster the plugin is first used with."""
-
-    def __init__(self, workload: CompiledWorkload) -> None:
-        self.workload = workload
-        self._stats: ShapeStats | None = None
-
-    def of(self, state: ClusterState) -> ShapeStats:
-        if self._stats is None or self._stats.state is not state:
-            self._stats = ShapeStats(self.workload, state)
-        return self._stats
 
 
 def fractional_node_scores(stats: ShapeStats, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
@@ -92,7 +80,7 @@ class FgdScore(ScorePlugin):
 
     def __init__(self, workload: CompiledWorkload) -> None:
         self.workload = workload
-        self.stats = _Stats(workload)
+        self.stats = ShapeStatsCache(workload)
 
     def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
         stats = self.stats.of(state)
@@ -114,7 +102,7 @@ class FgdGpu(GpuPicker):
 
     def __init__(self, workload: CompiledWorkload) -> None:
         self.workload = workload
-        self.stats = _Stats(workload)
+        self.stats = ShapeStatsCache(workload)
 
     def pick(self, state: ClusterState, pod: PodSpec, node: int) -> tuple[int, ...]:
         if pod.num_gpu == 0:

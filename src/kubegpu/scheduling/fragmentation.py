@@ -165,3 +165,16 @@ def share_candidates(gpu_free: IntArray, milli: int) -> tuple[IntArray, IntArray
     out_rows: IntArray = (keys // 2048).astype(np.int64)
     out_free: IntArray = (keys % 2048).astype(np.int64)
     return out_rows, out_free
+
+
+class ShapeStatsCache:
+    """Lazily binds a :class:`ShapeStats` to the cluster a scoring plugin is first used with (rebuilt for another)."""
+
+    def __init__(self, workload: CompiledWorkload) -> None:
+        self.workload = workload
+        self._stats: ShapeStats | None = None
+
+    def of(self, state: ClusterState) -> ShapeStats:
+        if self._stats is None or self._stats.state is not state:
+            self._stats = ShapeStats(self.workload, state)
+        return self._stats

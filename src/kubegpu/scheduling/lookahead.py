@@ -56,6 +56,7 @@ from kubegpu.scheduling.fragmentation import (
     CompiledWorkload,
     FloatArray,
     ShapeStats,
+    ShapeStatsCache,
     fragment_matrix,
     fragmentation_after_share,
     fragmentation_after_whole,
@@ -140,19 +141,6 @@ def _share_rows(
     return out
 
 
-class _Stats:
-    """Lazily binds a :class:`ShapeStats` to the cluster the policy is first used with."""
-
-    def __init__(self, workload: CompiledWorkload) -> None:
-        self.workload = workload
-        self._stats: ShapeStats | None = None
-
-    def of(self, state: ClusterState) -> ShapeStats:
-        if self._stats is None or self._stats.state is not state:
-            self._stats = ShapeStats(self.workload, state)
-        return self._stats
-
-
 class LookaheadScore(ScorePlugin):
     """Prefers the node where fragmentation, CPU-stranded GPU and k-pod stranded share grow least."""
 
@@ -160,7 +148,7 @@ class LookaheadScore(ScorePlugin):
 
     def __init__(self, model: LookaheadModel) -> None:
         self.model = model
-        self.stats = _Stats(model.workload)
+        self.stats = ShapeStatsCache(model.workload)
 
     def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
         stats = self.stats.of(state)
@@ -191,7 +179,7 @@ class LookaheadGpu(GpuPicker):
 
     def __init__(self, model: LookaheadModel) -> None:
         self.model = model
-        self.stats = _Stats(model.workload)
+        self.stats = ShapeStatsCache(model.workload)
 
     def pick(self, state: ClusterState, pod: PodSpec, node: int) -> tuple[int, ...]:
         if pod.num_gpu == 0:
