@@ -1,7 +1,8 @@
 """Errors of the device plugin, named by cause.
 
-Owns the exception types the plugin raises and the one place that says which
-gRPC status code each becomes when it crosses a DevicePlugin RPC. Supervisor
+Owns the exception types the plugin raises. Which gRPC status code each
+becomes when it crosses a DevicePlugin RPC is decided in one place,
+:func:`kubegpu.deviceplugin.server._answer`. Supervisor
 decisions (retry soon, retry later, give up) are made by the supervisor from
 these types; this module must not log, retry or do I/O.
 """
