@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mps-daemon": ("kubegpu.deviceplugin.mps_command", "manage MPS control daemons for shared resources"),
     "exporter": ("kubegpu.monitoring.command", "dcgm-exporter-compatible Prometheus metrics with pod labels"),
     "simulate": ("kubegpu.scheduling.command", "trace-driven GPU scheduling simulator (FGD reproduction)"),
+    "config-manager": ("kubegpu.configmanager.command", "choose the plugin config from a node label, SIGHUP on change"),
 }
 
 _GLOBAL_OPTIONS = ("--log-format", "--log-level")
