@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "exporter": ("kubegpu.monitoring.command", "dcgm-exporter-compatible Prometheus metrics with pod labels"),
     "simulate": ("kubegpu.scheduling.command", "trace-driven GPU scheduling simulator (FGD reproduction)"),
     "config-manager": ("kubegpu.configmanager.command", "choose the plugin config from a node label, SIGHUP on change"),
+    "doctor": ("kubegpu.doctor.command", "the troubleshooting list as checks: node, then cluster; each with its fix"),
 }
 
 _GLOBAL_OPTIONS = ("--log-format", "--log-level")
