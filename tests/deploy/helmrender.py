@@ -226,7 +226,9 @@ def static_files(objects: list[dict[str, Any]]) -> dict[str, str]:
     """deploy/static/'s files: one per component (the ``app.kubernetes.io/component`` label), objects in order."""
     files: dict[str, list[dict[str, Any]]] = {}
     for obj in objects:
-        component = obj["metadata"].get("labels", {}).get("app.kubernetes.io/component", "cluster")
+        labels = obj["metadata"].get("labels") or {}
+        component = "crds" if obj["kind"] == "CustomResourceDefinition" else labels.get("app.kubernetes.io/component")
+        component = component or "cluster"
         files.setdefault(f"kubegpu-{component}.yaml", []).append(obj)
     header = (
         "# Rendered from deploy/helm/kubegpu with its default values (release kubegpu, namespace kube-system).\n"
