@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,4 +218,38 @@ def test_the_config_manager_init_links_the_config_the_node_label_names(
         lambda: registered(host).get("nvidia.com/gpu", {}).get("allocatable") == 32,
         within=60,
         what="the time-sliced config registered 8 GPUs x 4 replicas",
+    )
+
+
+def test_the_config_manager_sidecar_switches_the_plugin_when_the_label_changes(
+    host: Path, procs: list[subprocess.Popen[bytes]], kube: Any
+) -> None:
+    """The pod's three containers as rendered: the init container links, the plugin serves, the sidecar relinks
+    and SIGHUPs the plugin when the label changes. The shared process namespace is this machine's, so the plugin
+    runs under a name of its own (PROCESS_TO_SIGNAL follows it) and no other test's plugin is signalled."""
+    values = {"config": {"map": {"default": "version: v1\n", "time-sliced": TIME_SLICING}, "default": "default"}}
+    objects = helmrender.render(values)
+    node_name = kube.name("gpu-node")
+    client = kube.client()
+    client.create(Node(metadata=ObjectMeta(name=node_name)))
+    in_cluster = {"KUBECONFIG": str(kube.kubeconfig)}
+    pod = Pod(daemonset(objects, "device-plugin"), objects, host, node_name)
+
+    argv, env = pod.command("config-manager-init", in_cluster)
+    assert subprocess.run(argv, env=env, capture_output=True, timeout=60, check=False).returncode == 0
+
+    argv, env = pod.command("device-plugin", {"KUBEGPU_MACHINE": MACHINE})
+    alias = host / f"kg-{uuid.uuid4().hex[:8]}"
+    alias.symlink_to(argv[0])
+    start(procs, [str(alias), *argv[1:]], env, host / "plugin.log")
+    wait_until(lambda: registered(host).get("nvidia.com/gpu", {}).get("allocatable") == 8, within=60, what="default")
+
+    argv, env = pod.command("config-manager", {**in_cluster, "PROCESS_TO_SIGNAL": alias.name})
+    assert env["SEND_SIGNAL"] == "true" and env["ONESHOT"] == "false"
+    start(procs, argv, env, host / "config-manager.log")
+    client.patch(Node, node_name, {"metadata": {"labels": {"nvidia.com/device-plugin.config": "time-sliced"}}})
+    wait_until(
+        lambda: registered(host).get("nvidia.com/gpu", {}).get("allocatable") == 32,
+        within=60,
+        what="the plugin reloaded the time-sliced config after the label change",
     )
