@@ -1,8 +1,9 @@
 """NVIDIA's command names as console scripts, so NVIDIA's Helm chart can run our image unchanged.
 
 ``nvidia-device-plugin`` is ``kubegpu plugin``, ``gpu-feature-discovery`` is ``kubegpu labels``,
-``mps-control-daemon`` is ``kubegpu mps-daemon`` and ``config-manager`` is ``kubegpu config-manager``, with the
-same flags and env vars. Must not hold command logic: each name only picks the command.
+``mps-control-daemon`` is ``kubegpu mps-daemon`` (its ``mount-shm`` subcommand: :mod:`kubegpu.mpsshm`) and
+``config-manager`` is ``kubegpu config-manager``, with the same flags and env vars. Must not hold command logic:
+each name only picks the command.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ def gpu_feature_discovery() -> int:
 
 
 def mps_control_daemon() -> int:
+    if sys.argv[1:2] == ["mount-shm"]:  # NVIDIA's init-container subcommand
+        from kubegpu import mpsshm
+
+        return mpsshm.main(sys.argv[2:])
     return _run("mps-daemon")
 
 

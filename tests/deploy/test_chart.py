@@ -254,6 +254,9 @@ def test_the_mps_daemon_runs_only_when_a_config_shares_with_mps() -> None:
     daemonsets = by_kind(rendered("mps"), "DaemonSet")
     daemon = daemonsets["kubegpu-mps-control-daemon"]
     assert daemon["spec"]["template"]["spec"]["hostPID"] is True
+    mounts = daemon["spec"]["template"]["spec"]["initContainers"][0]
+    assert mounts["command"] == ["mps-control-daemon", "mount-shm"]
+    assert mounts["volumeMounts"][0]["mountPropagation"] == "Bidirectional"
     plugin = next(c for c in containers(daemonsets["kubegpu-device-plugin"]) if c["name"] == "device-plugin")
     assert {"name": "MPS_ROOT", "value": "/run/nvidia/mps"} in plugin["env"]
 
