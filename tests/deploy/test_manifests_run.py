@@ -253,3 +253,42 @@ def test_the_config_manager_sidecar_switches_the_plugin_when_the_label_changes(
         within=60,
         what="the plugin reloaded the time-sliced config after the label change",
     )
+
+
+def test_mps_sharing_runs_the_control_daemon_and_the_plugin_serves_once_it_is_ready(
+    host: Path, procs: list[subprocess.Popen[bytes]], kube: Any
+) -> None:
+    """MPS as rendered: both pods' config-manager inits pick the only config, the daemon (NVIDIA's MPS programs
+    faked, as no GPU is here) writes its readiness files under the shared MPS root, the plugin registers 8 x 4.
+    The daemon's mount-shm init container is tested on its own (tests/test_mpsshm.py): it mounts on the host."""
+    from tests.deviceplugin.fixtures import fake_mps
+
+    mps = "version: v1\nsharing:\n  mps:\n    resources:\n      - name: nvidia.com/gpu\n        replicas: 4\n"
+    objects = helmrender.render({"config": {"map": {"mps": mps}}})
+    node_name = kube.name("gpu-node")
+    kube.client().create(Node(metadata=ObjectMeta(name=node_name)))
+    in_cluster = {"KUBECONFIG": str(kube.kubeconfig)}
+    fakes = fake_mps.install(host)
+    hardware = {
+        "KUBEGPU_MACHINE": MACHINE,
+        "MPS_CONTROL_PROGRAM": str(fakes["nvidia-cuda-mps-control"]),
+        "NVIDIA_SMI": str(fakes["nvidia-smi"]),
+        "FAKE_MPS_RECORD": str(fakes["record"]),
+    }
+    daemon = Pod(daemonset(objects, "mps-control-daemon"), objects, host, node_name)
+    plugin = Pod(daemonset(objects, "device-plugin"), objects, host, node_name)
+    for pod in (daemon, plugin):
+        argv, env = pod.command("config-manager-init", in_cluster)
+        assert subprocess.run(argv, env=env, capture_output=True, timeout=60, check=False).returncode == 0
+
+    argv, env = daemon.command("mps-control-daemon", hardware)
+    assert Path(argv[0]).name == "mps-control-daemon"
+    start(procs, argv, env, host / "mps.log")
+    argv, env = plugin.command("device-plugin", {"KUBEGPU_MACHINE": MACHINE})
+    start(procs, argv, env, host / "plugin.log")
+    wait_until(
+        lambda: registered(host).get("nvidia.com/gpu", {}).get("allocatable") == 32,
+        within=60,
+        what="the MPS-shared GPUs registered once the daemon is ready",
+    )
+    assert (host / "run" / "nvidia" / "mps" / ".ready").exists()
