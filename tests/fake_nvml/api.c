@@ -531,8 +531,15 @@ API nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long lon
     END(NVML_SUCCESS);
 }
 
-/* The next record for this set, or -1: fills data and returns the code the wait must answer. */
+/* The next record for this set, or 0: fills data and sets the code the wait must answer.
+ * Like a real driver after XID 79, a set holding a GPU that fell off the bus answers GPU_IS_LOST
+ * to every wait from the loss on (the events before it are still delivered, in order); only a new
+ * set without that GPU watches again. */
 static int next_event(fake_event_set *s, nvmlEventData_t *data, nvmlReturn_t *rc) {
+    if (s->lost) {
+        *rc = NVML_ERROR_GPU_IS_LOST;
+        return 1;
+    }
     while (s->cursor < fake_n_records) {
         const fake_record *r = &fake_records[s->cursor++];
         if (r->kind == REC_WAIT_ERROR) {
@@ -545,7 +552,10 @@ static int next_event(fake_event_set *s, nvmlEventData_t *data, nvmlReturn_t *rc
             case REC_XID: type = NVML_EVENT_XID_CRITICAL; break;
             case REC_SBE: type = NVML_EVENT_SINGLE_BIT_ECC; break;
             case REC_DBE: type = NVML_EVENT_DOUBLE_BIT_ECC; break;
-            case REC_LOST: *rc = NVML_ERROR_GPU_IS_LOST; return 1;
+            case REC_LOST:
+                s->lost |= 1ULL << r->gpu;
+                *rc = NVML_ERROR_GPU_IS_LOST;
+                return 1;
             default: continue;
         }
         if (!(s->mask[r->gpu] & type)) continue;

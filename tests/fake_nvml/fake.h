@@ -90,7 +90,8 @@ typedef struct {
 typedef struct {
     unsigned magic;
     unsigned long long mask[FAKE_MAX_GPUS];
-    size_t cursor; /* next journal record this set has not looked at */
+    size_t cursor;           /* next journal record this set has not looked at */
+    unsigned long long lost; /* bit i: registered GPU i was lost; every wait now answers GPU_IS_LOST */
 } fake_event_set;
 
 extern pthread_mutex_t fake_lock;
