@@ -1,5 +1,7 @@
-/* The NVML entry points of the fake libnvidia-ml.so.1: exactly what kubegpu's NVML backend calls
- * through nvidia-ml-py, with NVML's return codes and struct layouts (nvml_abi.h).
+/* The NVML entry points of the fake libnvidia-ml.so.1: what kubegpu's NVML backend calls through
+ * nvidia-ml-py and what NVIDIA's device plugin calls through go-nvml (handles by UUID for its
+ * health checker), with NVML's return codes and struct layouts (nvml_abi.h). MIG profile queries
+ * live in mig.c.
  *
  * Every call takes fake_lock, folds new control-journal lines into the state, then answers
  * from the machine in fake.h. Conventions that mirror real NVML and that the backend relies on:
@@ -10,6 +12,7 @@
  * still lists it, and answers NVML_ERROR_GPU_IS_LOST to every live reading and to event
  * registration.
  */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,6 +174,69 @@ API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t 
     BEGIN();
     NEED(device && index < (unsigned)fake_m->n_gpus);
     *device = (nvmlDevice_t)&fake_m->gpus[index];
+    END(NVML_SUCCESS);
+}
+
+/* A device (GPU or MIG device) by UUID; NOT_FOUND when no device has it. */
+static nvmlDevice_t device_by_uuid(const char *uuid) {
+    for (int i = 0; i < fake_m->n_gpus; i++) {
+        fake_gpu *g = &fake_m->gpus[i];
+        if (strcmp(g->uuid, uuid) == 0) return (nvmlDevice_t)g;
+        for (int j = 0; j < g->n_mig; j++)
+            if (strcmp(g->mig[j].uuid, uuid) == 0) return (nvmlDevice_t)&g->mig[j];
+    }
+    return NULL;
+}
+
+API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+    BEGIN();
+    NEED(uuid && device);
+    nvmlDevice_t found = device_by_uuid(uuid);
+    if (!found) END(NVML_ERROR_NOT_FOUND);
+    *device = found;
+    END(NVML_SUCCESS);
+}
+
+/* The 16 bytes of a "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" UUID; 0 when it is not one. */
+static int uuid_bytes(const char *uuid, unsigned char out[NVML_DEVICE_UUID_BINARY_LEN]) {
+    const char *p = strchr(uuid, '-');
+    int n = 0;
+    if (!p) return 0;
+    for (p++; *p && n < 2 * NVML_DEVICE_UUID_BINARY_LEN; p++) {
+        if (*p == '-') continue;
+        int v = isdigit((unsigned char)*p) ? *p - '0' : (tolower((unsigned char)*p) - 'a' + 10);
+        if (v < 0 || v > 15) return 0;
+        if (n % 2 == 0) out[n / 2] = (unsigned char)(v << 4);
+        else out[n / 2] |= (unsigned char)v;
+        n++;
+    }
+    return n == 2 * NVML_DEVICE_UUID_BINARY_LEN && *p == '\0';
+}
+
+API nvmlReturn_t nvmlDeviceGetHandleByUUIDV(const nvmlUUID_t *uuid, nvmlDevice_t *device) {
+    BEGIN();
+    NEED(uuid && device);
+    if (uuid->version != NVML_UUID_V1_VERSION) END(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    nvmlDevice_t found = NULL;
+    if (uuid->type == NVML_UUID_TYPE_ASCII) {
+        char text[NVML_DEVICE_UUID_ASCII_LEN + 1];
+        memcpy(text, uuid->value.str, NVML_DEVICE_UUID_ASCII_LEN);
+        text[NVML_DEVICE_UUID_ASCII_LEN] = '\0';
+        found = device_by_uuid(text);
+    } else if (uuid->type == NVML_UUID_TYPE_BINARY) {
+        unsigned char want[NVML_DEVICE_UUID_BINARY_LEN];
+        for (int i = 0; i < fake_m->n_gpus && !found; i++) {
+            fake_gpu *g = &fake_m->gpus[i];
+            if (uuid_bytes(g->uuid, want) && memcmp(want, uuid->value.bytes, sizeof want) == 0) found = (nvmlDevice_t)g;
+            for (int j = 0; j < g->n_mig && !found; j++)
+                if (uuid_bytes(g->mig[j].uuid, want) && memcmp(want, uuid->value.bytes, sizeof want) == 0)
+                    found = (nvmlDevice_t)&g->mig[j];
+        }
+    } else {
+        END(NVML_ERROR_INVALID_ARGUMENT);
+    }
+    if (!found) END(NVML_ERROR_NOT_FOUND);
+    *device = found;
     END(NVML_SUCCESS);
 }
 

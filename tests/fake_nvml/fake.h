@@ -26,6 +26,16 @@
 typedef struct fake_mig fake_mig;
 typedef struct fake_gpu fake_gpu;
 
+/* One GPU-instance profile a product offers (mig.c holds the tables). */
+typedef struct {
+    unsigned profile; /* NVML_GPU_INSTANCE_PROFILE_* */
+    unsigned id;      /* the profile id the board reports: nvmlGpuInstanceInfo_t.profileId, `mig -lgip` */
+    char name[32];    /* go-nvlib's spelling without the "MIG " prefix, e.g. 1g.10gb+me */
+    unsigned slices, instances, multiprocessors;
+    unsigned copy_engines, decoders, encoders, jpeg_engines, ofa_engines;
+    unsigned long long memory_mib;
+} fake_gi_profile;
+
 /* The handle NVML hands out for a GPU instance or compute instance of a MIG device. */
 typedef struct {
     unsigned magic;
@@ -38,7 +48,10 @@ struct fake_mig {
     int index;
     char uuid[96];
     char profile[48];
-    unsigned gi_id, ci_id, gi_profile_id, ci_profile_id;
+    unsigned gi_id, ci_id;
+    unsigned gi_profile;    /* NVML_GPU_INSTANCE_PROFILE_* enum */
+    unsigned gi_profile_id; /* the id the board reports for it */
+    unsigned ci_profile_id; /* NVML_COMPUTE_INSTANCE_PROFILE_* (compute-instance ids equal their enums) */
     unsigned long long memory_mib;
     unsigned multiprocessors, gi_slices, ci_slices;
     unsigned copy_engines, decoders, encoders, jpeg_engines, ofa_engines;
@@ -62,6 +75,10 @@ struct fake_gpu {
     fake_mig mig[FAKE_MAX_MIG];
     int n_links, link_capacity;
     fake_link links[FAKE_MAX_LINKS];
+    /* the MIG profiles the product offers: a table of mig.c, or read off the layout (derived) */
+    const fake_gi_profile *gi_profiles;
+    int n_gi_profiles, ci_rev1, n_derived;
+    fake_gi_profile derived[FAKE_MAX_MIG];
     /* state folded from the control journal */
     int lost;
     unsigned long long ecc_sbe, ecc_dbe;
@@ -108,5 +125,9 @@ nvmlReturn_t fake_load(void);
 void fake_sync_control(void);
 /* Seconds since the epoch, as a double (telemetry curves use the wall clock so processes agree). */
 double fake_now(void);
+/* Tie GPU g's MIG devices to the profiles its product offers (mig.c); fallback_profile names the
+ * profile enum of a device of a product without a table. Returns 0 with a message in err when a
+ * device matches no profile or disagrees with it (memory, slices, SMs, engines). */
+int fake_mig_resolve(fake_gpu *g, int (*fallback_profile)(const fake_mig *m), char *err, size_t errlen);
 
 #endif
