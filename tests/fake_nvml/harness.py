@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from kubegpu.gpu import profiles
 from kubegpu.gpu.model import Machine
 from kubegpu.gpu.nvml import NvmlBackend, decode
@@ -169,3 +171,47 @@ def stage(root: Path, machine: Machine | str, lib: Path | None = None) -> FakeNo
 
 #: The ``nvml_machine`` fixture: stage a machine (profile name or Machine) and open a backend on it.
 OpenMachine = Callable[..., tuple[FakeNode, NvmlBackend]]
+
+
+#: MIG-capable products the fake has profile tables for: (memory MiB, compute capability) of the whole GPU.
+MIG_PRODUCTS = {
+    "NVIDIA A100-SXM4-80GB": (81920, "8.0"),
+    "NVIDIA A100-SXM4-40GB": (40960, "8.0"),
+    "NVIDIA H100 80GB HBM3": (81559, "9.0"),
+    "NVIDIA H200": (143771, "9.0"),
+}
+
+
+def mig_machine(root: Path, product: str, layouts: list[list[str]]) -> Machine:
+    """A machine of one GPU of ``product`` per MIG layout (empty: MIG off), written as a profile under ``root``."""
+    memory, cc = MIG_PRODUCTS[product]
+    name = "mig-" + "".join(c for c in product.lower() if c.isalnum())
+    gpus = [
+        {"pci_bus_id": f"00000000:{0x10 + i:02X}:00.0", "numa": 0, "pcie": ["cpu0", f"hb{i}"], "mig": layout}
+        for i, layout in enumerate(layouts)
+    ]
+    for gpu in gpus:
+        if not gpu["mig"]:
+            del gpu["mig"]
+    doc = {
+        "name": name,
+        "description": f"{product} with MIG",
+        "machine_type": "test",
+        "driver_version": "550.107.02",
+        "cuda_driver_version": "12.4",
+        "gpu": {
+            "product_name": product,
+            "memory_mib": memory,
+            "compute_capability": cc,
+            "mig_capable": True,
+            "power_limit_w": 400,
+            "max_sm_clock_mhz": 1410,
+            "max_mem_clock_mhz": 1593,
+            "multiprocessors": 108,
+        },
+        "gpus": gpus,
+    }
+    path = root / "profiles" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc))
+    return profiles.load(str(path))

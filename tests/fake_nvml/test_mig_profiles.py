@@ -17,24 +17,15 @@ from typing import Any
 
 import pynvml
 import pytest
-import yaml
 
 from kubegpu.gpu import errors, profiles
-from kubegpu.gpu.model import Machine
 from kubegpu.gpu.nvml import decode
 from kubegpu.gpu.nvml.discovery import text
+from tests.fake_nvml import harness
 from tests.fake_nvml.harness import OpenMachine
 from tests.fake_nvml.layouts import CI_V3, GI_V3, ComputeInstanceProfileInfoV3, GpuInstanceProfileInfoV3
 
 pytest_plugins = ["tests.fake_nvml.fixtures"]
-
-#: Per product: (memory MiB, compute capability) of the whole GPU.
-PRODUCTS = {
-    "NVIDIA A100-SXM4-80GB": (81920, "8.0"),
-    "NVIDIA A100-SXM4-40GB": (40960, "8.0"),
-    "NVIDIA H100 80GB HBM3": (81559, "9.0"),
-    "NVIDIA H200": (143771, "9.0"),
-}
 
 #: The profile id each board of these products reports for a GPU-instance profile enum (``mig -lgip``).
 BOARD_IDS = {
@@ -46,41 +37,6 @@ BOARD_IDS = {
     pynvml.NVML_GPU_INSTANCE_PROFILE_4_SLICE: 5,
     pynvml.NVML_GPU_INSTANCE_PROFILE_7_SLICE: 0,
 }
-
-
-def product_machine(tmp_path: Path, product: str, layouts: list[list[str]]) -> Machine:
-    """A profile file: one GPU of ``product`` per layout (an empty layout: MIG off)."""
-    memory, cc = PRODUCTS[product]
-    name = "mig-" + "".join(c for c in product.lower() if c.isalnum())
-    gpus = [
-        {"pci_bus_id": f"00000000:{0x10 + i:02X}:00.0", "numa": 0, "pcie": ["cpu0", f"hb{i}"], "mig": layout}
-        for i, layout in enumerate(layouts)
-    ]
-    for gpu in gpus:
-        if not gpu["mig"]:
-            del gpu["mig"]
-    doc = {
-        "name": name,
-        "description": f"{product} with MIG",
-        "machine_type": "test",
-        "driver_version": "550.107.02",
-        "cuda_driver_version": "12.4",
-        "gpu": {
-            "product_name": product,
-            "memory_mib": memory,
-            "compute_capability": cc,
-            "mig_capable": True,
-            "power_limit_w": 400,
-            "max_sm_clock_mhz": 1410,
-            "max_mem_clock_mhz": 1593,
-            "multiprocessors": 108,
-        },
-        "gpus": gpus,
-    }
-    path = tmp_path / "profiles" / f"{name}.yaml"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(yaml.safe_dump(doc))
-    return profiles.load(str(path))
 
 
 def gi_profiles(handle: Any, version: int = 2) -> dict[int, Any]:
@@ -122,7 +78,7 @@ def test_every_simulated_mig_profile_reads_back_the_same_through_nvml(
     product: str, tmp_path: Path, nvml_machine: OpenMachine
 ) -> None:
     table = profiles.MIG_PROFILES[product]
-    _, backend = nvml_machine(product_machine(tmp_path, product, [[]]))
+    _, backend = nvml_machine(harness.mig_machine(tmp_path, product, [[]]))
     backend.discover()
     handle = pynvml.nvmlDeviceGetHandleByIndex(0)
     offered = {text(p.name): p for p in gi_profiles(handle).values()}
@@ -143,11 +99,11 @@ def test_every_simulated_mig_profile_reads_back_the_same_through_nvml(
             assert info.multiprocessorCount == spec.multiprocessors, name
 
 
-@pytest.mark.parametrize("product", sorted(PRODUCTS))
+@pytest.mark.parametrize("product", sorted(harness.MIG_PRODUCTS))
 def test_gpu_instance_profiles_carry_the_boards_ids_and_the_v1_layout_agrees(
     product: str, tmp_path: Path, nvml_machine: OpenMachine
 ) -> None:
-    _, backend = nvml_machine(product_machine(tmp_path, product, [[]]))
+    _, backend = nvml_machine(harness.mig_machine(tmp_path, product, [[]]))
     backend.discover()
     handle = pynvml.nvmlDeviceGetHandleByIndex(0)
     v2, v1 = gi_profiles(handle), gi_profiles(handle, version=1)
@@ -160,7 +116,7 @@ def test_gpu_instance_profiles_carry_the_boards_ids_and_the_v1_layout_agrees(
         fields = ["id", "sliceCount", "instanceCount", "multiprocessorCount", "copyEngineCount", "memorySizeMB"]
         assert [getattr(v1[enum], f) for f in fields] == [getattr(p, f) for f in fields]
     # the names are go-nvlib's spelling of the same numbers
-    memory_bytes = PRODUCTS[product][0] * 1024 * 1024
+    memory_bytes = harness.MIG_PRODUCTS[product][0] * 1024 * 1024
     for enum, p in v2.items():
         name = decode.mig_profile_name(enum, pynvml.NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, p.memorySizeMB, memory_bytes)
         if p.sliceCount == 1:
@@ -168,7 +124,7 @@ def test_gpu_instance_profiles_carry_the_boards_ids_and_the_v1_layout_agrees(
 
 
 def test_profile_info_errors_are_nvmls(tmp_path: Path, nvml_machine: OpenMachine) -> None:
-    path = product_machine(tmp_path, "NVIDIA A100-SXM4-80GB", [["7g.80gb"]])
+    path = harness.mig_machine(tmp_path, "NVIDIA A100-SXM4-80GB", [["7g.80gb"]])
     _, backend = nvml_machine(path)
     backend.discover()
     gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
@@ -194,7 +150,7 @@ def test_a_gpu_without_mig_offers_no_profiles(nvml_machine: OpenMachine) -> None
 
 
 def test_the_versioned_calls_check_the_stamp_and_fill_the_v3_layout(tmp_path: Path, nvml_machine: OpenMachine) -> None:
-    _, backend = nvml_machine(product_machine(tmp_path, "NVIDIA H200", [["7g.141gb"]]))
+    _, backend = nvml_machine(harness.mig_machine(tmp_path, "NVIDIA H200", [["7g.141gb"]]))
     backend.discover()
     gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
     gi = gpu_instance(gpu, 0)
@@ -263,7 +219,7 @@ def test_compute_instance_profiles_are_those_of_the_gpu_instance_size(
     tmp_path: Path,
     nvml_machine: OpenMachine,
 ) -> None:
-    _, backend = nvml_machine(product_machine(tmp_path, product, layouts))
+    _, backend = nvml_machine(harness.mig_machine(tmp_path, product, layouts))
     backend.discover()
     for i, want in enumerate(expected):
         gpu = pynvml.nvmlDeviceGetHandleByIndex(i)

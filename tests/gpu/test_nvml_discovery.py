@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from kubegpu.gpu import profiles
 from kubegpu.gpu.model import Machine, MigDevice
 from kubegpu.gpu.simulated import SimulatedBackend
+from tests.fake_nvml import harness
 from tests.fake_nvml.harness import OpenMachine
 
 pytest_plugins = ["tests.fake_nvml.fixtures"]
@@ -128,3 +130,16 @@ def test_the_sysfs_root_defaults_to_the_environment_then_to_slash_sys(monkeypatc
     monkeypatch.setenv("KUBEGPU_SYSFS_ROOT", "/host/sys")
     assert NvmlBackend().sysfs_root == "/host/sys"
     assert NvmlBackend(sysfs_root="/elsewhere").sysfs_root == "/elsewhere"
+
+
+@pytest.mark.parametrize("product", sorted(profiles.MIG_PROFILES))
+def test_every_mig_profile_of_a_product_is_named_through_nvml_as_the_simulated_backend_names_it(
+    product: str, tmp_path: Path, nvml_machine: OpenMachine
+) -> None:
+    # One GPU per profile, so every GPU- and compute-instance size the product offers is walked.
+    names = list(profiles.MIG_PROFILES[product])
+    machine = harness.mig_machine(tmp_path, product, [[name] for name in names])
+    _, backend = nvml_machine(machine)
+    got = backend.discover()
+    assert [d.profile for d in got.mig_devices()] == names
+    assert comparable(got) == comparable(machine)
