@@ -121,6 +121,7 @@ def _mig_devices(gpu_index: int, parent_uuid: str, handle: Any, memory_bytes: in
     where = f"GPU {gpu_index}"
     out: list[tuple[MigDevice, Any]] = []
     gi_profiles: dict[int, tuple[int, Any]] | None = None  # read once per GPU, on its first MIG device
+    ci_profiles: dict[int, dict[int, tuple[int, Any]]] = {}  # by GPU-instance profile id
     count = _call(f"{where} MIG device count", pynvml.nvmlDeviceGetMaxMigDeviceCount, handle)
     for j in range(count):
         try:
@@ -146,12 +147,14 @@ def _mig_devices(gpu_index: int, parent_uuid: str, handle: Any, memory_bytes: in
                 pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT,
             )
         gi_enum, gi_profile = _profile(f"{what} GPU instance", gi_profiles, int(gi_info.profileId))
-        ci_profiles = _offered(
-            f"{what} compute instance profile",
-            partial(_compute_instance_profile, gi),
-            pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT,
-        )
-        ci_enum, _ = _profile(f"{what} compute instance", ci_profiles, int(ci_info.profileId))
+        # What a GPU instance offers depends only on its profile: walked once per profile and GPU.
+        if int(gi_info.profileId) not in ci_profiles:
+            ci_profiles[int(gi_info.profileId)] = _offered(
+                f"{what} compute instance profile",
+                partial(_compute_instance_profile, gi),
+                pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT,
+            )
+        ci_enum, _ = _profile(f"{what} compute instance", ci_profiles[int(gi_info.profileId)], int(ci_info.profileId))
         try:
             profile = decode.mig_profile_name(gi_enum, ci_enum, int(gi_profile.memorySizeMB), memory_bytes)
         except ValueError as exc:
