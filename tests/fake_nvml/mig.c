@@ -3,7 +3,7 @@
  * Owns the GPU-instance profile tables per product (A100 40/80 GB, H100 80 GB, H200), the
  * compute-instance profiles each GPU-instance profile offers, the rule that ties a MIG device of
  * the machine JSON to its profiles (and rejects a device that disagrees with them), and the
- * entry points nvmlDeviceGetGpuInstanceProfileInfo[V] and
+ * entry points nvmlDeviceGetGpuInstanceProfileInfo[V], nvmlDeviceGetGpuInstanceProfileInfoByIdV and
  * nvmlGpuInstanceGetComputeInstanceProfileInfo[V] with their v1/v2/v3 layouts.
  *
  * Facts mirrored from real NVML, which NVIDIA's plugin and go-nvlib rely on:
@@ -320,6 +320,21 @@ API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, unsig
     info->memorySizeMB = p->memory_mib;
     snprintf(info->name, sizeof info->name, "MIG %s", p->name);
     END(NVML_SUCCESS);
+}
+
+/* The same answer, the profile named by the id the board reports instead of by its enum. */
+API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t device, unsigned int profile_id,
+                                                          nvmlGpuInstanceProfileInfo_v2_t *info) {
+    BEGIN();
+    fake_gpu *g = (fake_gpu *)device;
+    if (!g || g->magic != MAGIC_GPU || !info) END(NVML_ERROR_INVALID_ARGUMENT);
+    if (!g->mig_capable) END(NVML_ERROR_NOT_SUPPORTED);
+    int profile = -1;
+    for (int i = 0; i < g->n_gi_profiles && profile < 0; i++)
+        if (g->gi_profiles[i].id == profile_id) profile = (int)g->gi_profiles[i].profile;
+    pthread_mutex_unlock(&fake_lock);
+    if (profile < 0) return NVML_ERROR_NOT_SUPPORTED;
+    return nvmlDeviceGetGpuInstanceProfileInfoV(device, (unsigned)profile, info);
 }
 
 typedef struct {

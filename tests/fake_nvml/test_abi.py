@@ -93,6 +93,7 @@ def test_build_script_builds_the_library_into_the_given_directory(tmp_path: Path
             "nvmlDeviceGetHandleByUUIDV",
             "nvmlDeviceGetGpuInstanceProfileInfo",
             "nvmlDeviceGetGpuInstanceProfileInfoV",
+            "nvmlDeviceGetGpuInstanceProfileInfoByIdV",
             "nvmlGpuInstanceGetComputeInstanceProfileInfo",
             "nvmlGpuInstanceGetComputeInstanceProfileInfoV",
         } <= names

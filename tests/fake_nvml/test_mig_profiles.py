@@ -123,6 +123,21 @@ def test_gpu_instance_profiles_carry_the_boards_ids_and_the_v1_layout_agrees(
             assert text(p.name) == f"MIG {name}"
 
 
+def test_a_profile_is_found_by_the_boards_id_too(tmp_path: Path, nvml_machine: OpenMachine) -> None:
+    _, backend = nvml_machine(harness.mig_machine(tmp_path, "NVIDIA A100-SXM4-80GB", [[]]))
+    backend.discover()
+    gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
+    for enum, board_id in BOARD_IDS.items():
+        by_id = pynvml.nvmlDeviceGetGpuInstanceProfileInfoById(gpu, board_id)
+        by_enum = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(gpu, enum)
+        assert (by_id.id, text(by_id.name), by_id.memorySizeMB) == (
+            by_enum.id,
+            text(by_enum.name),
+            by_enum.memorySizeMB,
+        )
+    assert error_of(pynvml.nvmlDeviceGetGpuInstanceProfileInfoById, gpu, 3) == decode.ERROR_NOT_SUPPORTED
+
+
 def test_profile_info_errors_are_nvmls(tmp_path: Path, nvml_machine: OpenMachine) -> None:
     path = harness.mig_machine(tmp_path, "NVIDIA A100-SXM4-80GB", [["7g.80gb"]])
     _, backend = nvml_machine(path)
