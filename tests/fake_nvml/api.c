@@ -517,13 +517,22 @@ API nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gi, nvmlGpuInstanceInf
     fake_instance *inst = (fake_instance *)gi;
     NEED(inst && inst->magic == MAGIC_GI && info);
     fake_mig *m = inst->mig;
-    unsigned start = 0;
-    for (int j = 0; j < m->index; j++) start += m->parent->mig[j].gi_slices;
+    /* Placements count memory slices, eight on a GPU of seven compute slices (a 3g instance spans four,
+     * a 7g all eight); instances are laid out in layout order, each at a multiple of its size. */
+    unsigned start = 0, size = 0;
+    for (int j = 0; j <= m->index; j++) {
+        const fake_mig *d = &m->parent->mig[j];
+        unsigned long long eighth = m->parent->memory_mib / 8;
+        size = eighth ? (unsigned)((d->memory_mib + eighth - 1) / eighth) : d->gi_slices;
+        if (size == 0) size = 1;
+        if (j > 0) start = (start + size - 1) / size * size;
+        if (j < m->index) start += size;
+    }
     info->device = (nvmlDevice_t)m->parent;
     info->id = m->gi_id;
     info->profileId = m->gi_profile_id;
     info->placement.start = start;
-    info->placement.size = m->gi_slices;
+    info->placement.size = size;
     END(NVML_SUCCESS);
 }
 

@@ -271,6 +271,25 @@ def test_a_gpu_instance_reports_the_boards_profile_id_and_discovery_walks_back_t
     assert [m.profile for m in machine.gpus[7].mig_devices] == ["7g.80gb"]
 
 
+def test_gpu_instance_placements_count_memory_slices(nvml_machine: OpenMachine) -> None:
+    _, backend = nvml_machine("a100-mig")
+    machine = backend.discover()
+    placements = {}
+    for gpu in (2, 4, 5, 6, 7):
+        handle = pynvml.nvmlDeviceGetHandleByIndex(gpu)
+        infos = [
+            pynvml.nvmlGpuInstanceGetInfo(gpu_instance(handle, j)) for j in range(len(machine.gpus[gpu].mig_devices))
+        ]
+        placements[gpu] = [(i.placement.start, i.placement.size) for i in infos]
+    assert placements == {
+        2: [(j, 1) for j in range(7)],  # 7x 1g.10gb
+        4: [(0, 2), (2, 2), (4, 2), (6, 1)],  # 3x 2g.20gb + 1g.10gb
+        5: [(0, 4), (4, 4)],  # 2x 3g.40gb: four of the eight memory slices each
+        6: [(0, 4), (4, 4)],  # 4g.40gb + 3g.40gb
+        7: [(0, 8)],  # 7g.80gb
+    }
+
+
 def test_a_mig_device_that_disagrees_with_its_profile_stops_nvml_from_starting(
     tmp_path: Path, nvml_machine: OpenMachine, capfd: pytest.CaptureFixture[str]
 ) -> None:
