@@ -2,7 +2,8 @@
  *
  * Owns the in-memory machine (GPUs, MIG devices, links, PCIe levels), the
  * control-journal records (injected events and errors) and the one lock that
- * guards them. api.c answers NVML calls from this model; state.c fills it.
+ * guards them. api.c answers NVML calls from this model, mig.c the MIG profile
+ * queries from its per-product tables; state.c fills it.
  * Nothing here may call back into Python or print except to stderr on load errors.
  */
 #ifndef KUBEGPU_FAKE_NVML_FAKE_H

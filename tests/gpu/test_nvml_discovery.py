@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import pynvml
 import pytest
 
 from kubegpu.gpu import profiles
@@ -143,3 +145,26 @@ def test_every_mig_profile_of_a_product_is_named_through_nvml_as_the_simulated_b
     got = backend.discover()
     assert [d.profile for d in got.mig_devices()] == names
     assert comparable(got) == comparable(machine)
+
+
+def test_a_driver_without_the_versioned_profile_calls_is_read_with_the_unversioned_ones(
+    nvml_machine: OpenMachine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, backend = nvml_machine("a100-mig")
+    backend.discover()  # NVML started with every entry point
+    lookup = pynvml._nvmlGetFunctionPointer
+    refused: list[str] = []
+
+    def older_driver(name: str) -> Any:
+        # What nvidia-ml-py answers when libnvidia-ml.so.1 lacks the symbol.
+        if name.endswith("ProfileInfoV"):
+            refused.append(name)
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        return lookup(name)
+
+    monkeypatch.setattr(pynvml, "_nvmlGetFunctionPointer", older_driver)
+    got = backend.discover()
+    assert [d.profile for d in got.mig_devices()] == [
+        d.profile for d in SimulatedBackend("a100-mig").discover().mig_devices()
+    ]
+    assert set(refused) == {"nvmlDeviceGetGpuInstanceProfileInfoV", "nvmlGpuInstanceGetComputeInstanceProfileInfoV"}

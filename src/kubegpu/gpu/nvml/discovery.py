@@ -110,11 +110,26 @@ def _profile(what: str, offered: dict[int, tuple[int, Any]], profile_id: int) ->
         raise errors.NvmlUnavailable(message) from None
 
 
+def _gpu_instance_profile(handle: Any, enum: int) -> Any:
+    """A GPU-instance profile of a GPU: the versioned call, or the unversioned one on drivers without it."""
+    try:
+        return pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, enum, 2)
+    except pynvml.NVMLError as exc:
+        if exc.value != decode.ERROR_FUNCTION_NOT_FOUND:
+            raise
+        return pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, enum, 1)
+
+
 def _compute_instance_profile(gi: Any, enum: int) -> Any:
-    """A compute-instance profile of a GPU instance, with the engines shared (the one engine profile NVML has)."""
-    return pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(
-        gi, enum, pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
-    )
+    """A compute-instance profile of a GPU instance, with the engines shared (the one engine profile NVML has);
+    the versioned call, or the unversioned one on drivers without it."""
+    shared = pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+    try:
+        return pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, enum, shared, 2)
+    except pynvml.NVMLError as exc:
+        if exc.value != decode.ERROR_FUNCTION_NOT_FOUND:
+            raise
+        return pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, enum, shared, 1)
 
 
 def _mig_devices(gpu_index: int, parent_uuid: str, handle: Any, memory_bytes: int) -> list[tuple[MigDevice, Any]]:
@@ -143,7 +158,7 @@ def _mig_devices(gpu_index: int, parent_uuid: str, handle: Any, memory_bytes: in
         if gi_profiles is None:
             gi_profiles = _offered(
                 f"{where} GPU instance profile",
-                partial(pynvml.nvmlDeviceGetGpuInstanceProfileInfo, handle),
+                partial(_gpu_instance_profile, handle),
                 pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT,
             )
         gi_enum, gi_profile = _profile(f"{what} GPU instance", gi_profiles, int(gi_info.profileId))
