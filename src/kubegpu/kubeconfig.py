@@ -6,6 +6,7 @@ Must not make requests: callers own what they ask the API.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from lightkube import AsyncClient, KubeConfig
@@ -32,5 +33,6 @@ def load(path: str | None) -> KubeConfig:
 
 
 def client(path: str | None, namespace: str | None = None) -> AsyncClient:
-    """An async lightkube client for the cluster of :func:`load`."""
+    """An async lightkube client for the cluster of :func:`load`; its HTTP library logs no line per request."""
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
     return AsyncClient(config=load(path), namespace=namespace)

@@ -123,3 +123,34 @@ def test_no_lease_means_no_scheduler_ever_led(kube: KubeEnv) -> None:
     _, checks = doctor(kube)
     assert "does not exist" in checks["scheduler leader"]["detail"]
     assert checks["scheduler leader"]["fix"].startswith("start the scheduler")
+
+
+def test_a_pods_image_is_checked_against_this_nodes_driver(kube: KubeEnv, tmp_path: Any) -> None:
+    kube.client().create(
+        Pod(
+            metadata=ObjectMeta(name="inference"),
+            spec=PodSpec(containers=[Container(name="c", image="nvidia/cuda:12.6.2-runtime-ubuntu22.04")]),
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "kubegpu", "doctor", "--json", "--machine", "dgx-a100", "--socket-dir", str(tmp_path),
+         "--kubeconfig", str(kube.kubeconfig), "--scheduler-namespace", kube.namespace,
+         "--pod", f"{kube.namespace}/inference"],
+        capture_output=True, text=True, timeout=60, check=False, env=ENV,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    check = next(c for c in json.loads(done.stdout)["checks"] if c["name"] == "CUDA compatibility")
+    assert not check["ok"]
+    assert check["detail"].startswith(f"pod {kube.namespace}/inference (image nvidia/cuda:12.6.2-runtime-ubuntu22.04)")
+    assert "needs CUDA 12.6" in check["detail"]
+
+
+def test_an_unknown_pod_is_bad_input(kube: KubeEnv) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kubegpu", "doctor", "--no-node", "--kubeconfig", str(kube.kubeconfig),
+         "--pod", f"{kube.namespace}/missing"],
+        capture_output=True, text=True, timeout=60, check=False, env=ENV,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"kubegpu doctor: error: --pod {kube.namespace}/missing: ")
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -181,5 +181,24 @@ async def run(client: AsyncClient, opts: ClusterOptions) -> list[Check]:
     ]
 
 
+async def pod_cuda(client: AsyncClient, namespace: str, name: str) -> tuple[str | None, str | None]:
+    """The CUDA a pod's containers need: a ``CUDA_VERSION`` env value, else the first image whose tag names one.
+
+    Returns (cuda_version, image), one of them set, or (None, None). Raises ApiError (404: no such pod).
+    """
+    from kubegpu.doctor import facts
+
+    pod = await client.get(Pod, name=name, namespace=namespace)
+    containers = [*((pod.spec.initContainers or []) if pod.spec else []), *(pod.spec.containers if pod.spec else [])]
+    for container in containers:
+        for env in container.env or []:
+            if env.name == "CUDA_VERSION" and env.value:
+                return env.value, None
+    for container in containers:
+        if container.image and facts.cuda_of_image(container.image):
+            return None, container.image
+    return None, None
+
+
 def _selector(text: str) -> dict[str, str | Operator[Any] | Iterable[Any] | None]:
     return {key: value for key, _, value in (part.partition("=") for part in text.split(",") if "=" in part)}

@@ -55,6 +55,9 @@ def parser() -> argparse.ArgumentParser:
     )
     cluster = p.add_argument_group("cluster checks (with a kubeconfig)")
     cluster.add_argument("--kubeconfig", help="kubeconfig file [env KUBECONFIG]; without one, no cluster checks")
+    cluster.add_argument(
+        "--pod", metavar="NAMESPACE/NAME", help="check the CUDA this pod needs (its CUDA_VERSION env or image tag)"
+    )
     cluster.add_argument("--scheduler-namespace", default="kube-system", help="namespace of the scheduler's Lease")
     cluster.add_argument("--scheduler-lease", default="kubegpu-scheduler", help="name of the scheduler's Lease")
     return p
@@ -67,6 +70,7 @@ def _error(message: str) -> int:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    from kubegpu import kubeconfig
     from kubegpu.doctor import node
 
     machine = args.machine or os.environ.get("KUBEGPU_MACHINE") or None
@@ -85,12 +89,28 @@ def main(argv: list[str]) -> int:
     kubeconfig_path = args.kubeconfig or os.environ.get("KUBECONFIG") or None
     client = None
     if kubeconfig_path:
-        from kubegpu import kubeconfig
-
         try:
             client = kubeconfig.client(kubeconfig_path)
         except kubeconfig.KubeconfigError as exc:
             return _error(str(exc))
+    cuda_version, image, cuda_source = args.cuda_version, args.image, None
+    if args.pod:
+        namespace, slash, name = args.pod.partition("/")
+        if not slash or not namespace or not name:
+            return _error(f"--pod: expected NAMESPACE/NAME, got {args.pod!r}")
+        if client is None:
+            return _error("--pod needs a kubeconfig (--kubeconfig or $KUBECONFIG)")
+        try:
+            cuda_version, image = asyncio.run(_pod_cuda(client, namespace, name))
+        except LookupError as exc:
+            return _error(f"--pod {args.pod}: {exc}")
+        if cuda_version:
+            try:
+                facts.parse_version(cuda_version)
+            except ValueError as exc:
+                return _error(f"--pod {args.pod}: CUDA_VERSION: {exc}")
+        cuda_source = f"pod {args.pod}"
+        client = kubeconfig.client(kubeconfig_path)  # the first one's connections closed with its event loop
     checks: list[Check] = []
     if not args.no_node:
         defaults = node.NodeOptions()
@@ -102,8 +122,9 @@ def main(argv: list[str]) -> int:
                 driver_root=args.driver_root,
                 container_driver_root=args.container_driver_root,
                 dev_root=args.dev_root,
-                cuda_version=args.cuda_version,
-                image=args.image,
+                cuda_version=cuda_version,
+                image=image,
+                cuda_source=cuda_source,
                 device_list_strategy=tuple(s.strip() for s in args.device_list_strategy.split(",") if s.strip()),
                 cdi_spec_dir=args.cdi_spec_dir,
                 runtime_configs=tuple(args.runtime_config) if args.runtime_config else defaults.runtime_configs,
@@ -120,6 +141,22 @@ def main(argv: list[str]) -> int:
         return _error("nothing to check: --no-node without a kubeconfig")
     print(report.as_json(checks) if args.json else report.text(checks))
     return 0 if all(c.ok for c in checks) else 1
+
+
+async def _pod_cuda(client: object, namespace: str, name: str) -> tuple[str | None, str | None]:
+    from lightkube import ApiError, AsyncClient
+
+    from kubegpu.doctor import cluster
+
+    assert isinstance(client, AsyncClient)
+    try:
+        return await cluster.pod_cuda(client, namespace, name)
+    except ApiError as exc:
+        raise LookupError(str(exc)) from None
+    except Exception as exc:
+        raise LookupError(f"cannot read the pod: {exc}") from None
+    finally:
+        await client.close()
 
 
 async def _cluster(client: object, opts: object) -> list[Check]:

@@ -38,6 +38,7 @@ class NodeOptions:
     dev_root: Path = Path("/")
     cuda_version: str | None = None
     image: str | None = None
+    cuda_source: str | None = None  # where --cuda-version / --image came from, when not the command line
     device_list_strategy: tuple[str, ...] = ("envvar",)
     cdi_spec_dir: Path = Path("/var/run/cdi")
     runtime_configs: tuple[Path, ...] = field(
@@ -166,6 +167,8 @@ def cuda(opts: NodeOptions, found: Machine) -> Check | None:
         source = f"image {opts.image}"
         if wanted is None:
             return failed(name, f"no CUDA version in the tag of {opts.image}", "pass --cuda-version X.Y")
+    if opts.cuda_source:
+        source = f"{opts.cuda_source} ({source})"
     if wanted is None:
         return None
     driver = facts.parse_version(found.cuda_driver_version)
