@@ -135,3 +135,21 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str) -> None
     )
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith(message)
+
+
+def test_with_a_cdi_strategy_the_plugins_spec_is_checked(host: Path) -> None:
+    cdi = host / "cdi"
+    with LocalNode(machine=MACHINE, plugin_args=["--device-list-strategy", "cdi-cri", "--cdi-spec-dir", str(cdi)]) as n:
+        n.start_kubelet()
+        n.start_plugin()
+        n.wait_for(lambda s: s["resources"].get("nvidia.com/gpu", {}).get("allocatable") == 8, timeout=60)
+        strategy = ("--device-list-strategy", "cdi-cri", "--cdi-spec-dir", str(cdi))
+        code, checks = doctor(n, host, *strategy)
+        assert code == 0, [c for c in checks.values() if not c["ok"]]
+        assert "ok (k8s.device-plugin.nvidia.com/gpu" in checks["CDI spec"]["detail"]
+        spec = cdi / "k8s.device-plugin.nvidia.com-gpu.json"
+        spec.write_text(spec.read_text().replace('"containerEdits"', '"containerEdit"', 1))
+        code, checks = doctor(n, host, *strategy)
+        assert code == 1 and not checks["CDI spec"]["ok"]
+        assert "containerEdit" in checks["CDI spec"]["detail"]
+        assert "kubegpu cdi validate" in checks["CDI spec"]["fix"]
