@@ -246,7 +246,7 @@ def test_named_configs_run_the_config_manager_beside_the_plugin_with_nvidias_env
     assert sidecar["DEFAULT_CONFIG"] == "default"
     assert by_kind(objects, "ConfigMap")["kubegpu-device-plugin-configs"]["data"]["time-sliced"] == TIME_SLICING
     role = by_kind(objects, "ClusterRole")["kubegpu-config-manager"]
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "watch"]}]
 
 
 def test_the_mps_daemon_runs_only_when_a_config_shares_with_mps() -> None:
