@@ -22,14 +22,14 @@ from collections.abc import Sequence
 #: command -> (module, one-line summary). Modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("kubegpu.demo", "a simulated GPU node end to end: emulator + plugin + exporter, in 30 s"),
-    "plugin": ("kubegpu.deviceplugin.command", "the NVIDIA-compatible device plugin (DaemonSet on GPU nodes)"),
+    "plugin": ("kubegpu.deviceplugin.plugin.command", "the NVIDIA-compatible device plugin (DaemonSet on GPU nodes)"),
     "kubelet": ("kubegpu.kubelet.command", "the kubelet device-manager emulator and its client commands"),
     "fault": ("kubegpu.gpu.command", "inject XID / ECC / lost / recover faults into a simulated machine"),
     "machines": ("kubegpu.gpu.machines_command", "list, show and export the simulated machine profiles"),
     "topology": ("kubegpu.placement.command", "show a machine's GPU topology; pick GPUs with a policy"),
-    "cdi": ("kubegpu.deviceplugin.cdi_command", "generate CDI specs for a machine"),
-    "labels": ("kubegpu.deviceplugin.labels_command", "GPU feature discovery node labels"),
-    "mps-daemon": ("kubegpu.deviceplugin.mps_command", "manage MPS control daemons for shared resources"),
+    "cdi": ("kubegpu.deviceplugin.cdi.command", "generate CDI specs for a machine"),
+    "labels": ("kubegpu.deviceplugin.gfd.command", "GPU feature discovery node labels"),
+    "mps-daemon": ("kubegpu.deviceplugin.mps.command", "manage MPS control daemons for shared resources"),
     "exporter": ("kubegpu.monitoring.command", "dcgm-exporter-compatible Prometheus metrics with pod labels"),
     "simulate": ("kubegpu.scheduling.command", "trace-driven GPU scheduling simulator (FGD reproduction)"),
 }

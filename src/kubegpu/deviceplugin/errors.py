@@ -2,7 +2,7 @@
 
 Owns the exception types the plugin raises. Which gRPC status code each
 becomes when it crosses a DevicePlugin RPC is decided in one place,
-:func:`kubegpu.deviceplugin.server._answer`. Supervisor
+:func:`kubegpu.deviceplugin.plugin.server._answer`. Supervisor
 decisions (retry soon, retry later, give up) are made by the supervisor from
 these types; this module must not log, retry or do I/O.
 """

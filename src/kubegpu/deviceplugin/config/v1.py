@@ -1,0 +1,519 @@
+"""NVIDIA's ``version: v1`` config file as frozen, validated dataclasses.
+
+Owns the file schema (``version``, ``flags``, ``resources``, ``sharing``,
+``imex``), its parsing from YAML or JSON text, NVIDIA's parsing rules and error
+texts (resource-name normalisation, anchored ``*`` patterns, replica and device
+selections, durations) and the :class:`ConfigError` whose message names the key
+path. Every flag in the file is optional (``None`` = "not set here"); merging
+with flags, env vars and defaults is :mod:`kubegpu.deviceplugin.config.effective`'s job.
+Pure: parses text it is given, never opens files or reads the environment.
+
+The generic walk (unknown keys, missing keys, strict types, every error with its
+key path) is :mod:`kubegpu.common.validation`'s; this module must not
+import pydantic (the plugin's memory target), and imports PyYAML only when text
+is parsed.
+
+Deliberate differences from NVIDIA (documented in the README): unknown keys are
+errors naming their path (NVIDIA's YAML decoder silently drops them), and the
+per-resource ``rename``/``devices`` of ``sharing.*.resources`` and the
+``resources`` patterns are kept, not frozen away.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from kubegpu.common.validation import (
+    Invalid,
+    after,
+    before,
+    checked,
+    dump,
+    model,
+    nullable,
+    only_known_keys,
+    strict_bool,
+    strict_int,
+    strict_str,
+    tuple_of,
+    validate,
+)
+
+#: Prefix added to resource names given without one (NVIDIA reads ``RESOURCE_PREFIX``; we fix it).
+RESOURCE_PREFIX = "nvidia.com"
+MAX_RESOURCE_NAME_LENGTH = 63
+#: Suffix of a shared resource's default rename (``renameByDefault``).
+SHARED_SUFFIX = ".shared"
+VERSION = "v1"
+
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS1123_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_GPU_UUID = re.compile(rf"GPU-{_UUID}")
+_MIG_UUID = re.compile(rf"MIG-{_UUID}|MIG-GPU-{_UUID}/[0-9]+/[0-9]+")
+_GPU_INDEX = re.compile(r"[0-9]+")
+_MIG_INDEX = re.compile(r"[0-9]+:[0-9]+")
+
+
+class ConfigError(ValueError):
+    """Bad configuration. The message names the source (file, flag or env var), the key path and the rule."""
+
+
+# --- resource names and patterns ------------------------------------------------------------
+
+
+def resource_name(raw: str) -> str:
+    """NVIDIA's resource-name normalisation: add ``nvidia.com/`` when missing, then check length and format.
+
+    Raises ``ValueError`` with NVIDIA's texts (``fully-qualified resource name must be 63 characters or
+    less: …``, ``incorrect format for resource name '…': […]``).
+    """
+    name = raw if raw.startswith(RESOURCE_PREFIX + "/") else f"{RESOURCE_PREFIX}/{raw}"
+    if len(name) > MAX_RESOURCE_NAME_LENGTH:
+        raise ValueError(f"fully-qualified resource name must be {MAX_RESOURCE_NAME_LENGTH} characters or less: {name}")
+    short = name.split("/", 1)[1]
+    if len(short) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(short):
+        raise ValueError(f"incorrect format for resource name '{name}': [{_DNS1123_MESSAGE}]")
+    return name
+
+
+def short_name(name: str) -> str:
+    """The part of a resource name after the ``/`` (``nvidia.com/mig-1g.10gb`` -> ``mig-1g.10gb``)."""
+    return name.split("/", 1)[1] if "/" in name else name
+
+
+def pattern_matches(pattern: str, value: str) -> bool:
+    """NVIDIA's resource pattern match: only ``*`` is a wildcard and the whole string must match (v0.20.0+)."""
+    regex = ".*".join(re.escape(part) for part in pattern.split("*"))
+    return re.fullmatch(regex, value, flags=re.DOTALL) is not None
+
+
+# --- durations ------------------------------------------------------------------------------
+
+INFINITE = "infinite"
+_UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9}
+_UNITS_NS["h"] = 3600 * 10**9
+_DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def parse_duration_ns(text: str) -> int:
+    """Parse a Go duration string (``1h30m``, ``60s``, ``1.5s``, ``250ms``, ``0``) into nanoseconds.
+
+    Raises ``ValueError`` with Go's texts (``time: invalid duration "x"``, ``time: missing unit in duration "60"``).
+    """
+    original = text
+    s = text.strip()
+    sign = 1
+    if s[:1] in ("+", "-"):
+        sign = -1 if s[0] == "-" else 1
+        s = s[1:]
+    if s == "0":
+        return 0
+    if not s:
+        raise ValueError(f'time: invalid duration "{original}"')
+    total = 0.0
+    pos = 0
+    while pos < len(s):
+        match = _DURATION_PART.match(s, pos)
+        if match is None or match.group(1) in ("", "."):
+            if re.fullmatch(r"[0-9.]+", s[pos:]):
+                raise ValueError(f'time: missing unit in duration "{original}"')
+            raise ValueError(f'time: invalid duration "{original}"')
+        total += float(match.group(1)) * _UNITS_NS[match.group(2)]
+        pos = match.end()
+    return sign * round(total)
+
+
+def format_duration_ns(ns: int) -> str:
+    """Go's ``time.Duration.String()``: ``1m0s``, ``1.5s``, ``250ms``, ``0s``."""
+    if ns == 0:
+        return "0s"
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    if ns < 10**9:
+        for unit, size in (("ms", 10**6), ("µs", 10**3), ("ns", 1)):
+            if ns >= size:
+                return sign + _trim(ns / size) + unit
+    hours, rest = divmod(ns, 3600 * 10**9)
+    minutes, rest = divmod(rest, 60 * 10**9)
+    seconds = _trim(rest / 10**9) + "s"
+    if hours:
+        return f"{sign}{hours}h{minutes}m{seconds}"
+    if minutes:
+        return f"{sign}{minutes}m{seconds}"
+    return sign + seconds
+
+
+def _trim(value: float) -> str:
+    text = f"{value:.9f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def normalise_duration(value: Any, *, allow_infinite: bool) -> str:
+    """A file/flag duration (int nanoseconds, Go duration string, or ``infinite``) in canonical Go form."""
+    if isinstance(value, bool):
+        raise ValueError(f"invalid duration {value!r}: expected a duration string like 60s")
+    if isinstance(value, int):
+        return format_duration_ns(value)
+    if isinstance(value, str):
+        if value.strip().lower() == INFINITE:
+            if not allow_infinite:
+                raise ValueError(f"invalid duration {value!r}: 'infinite' is not allowed here")
+            return INFINITE
+        return format_duration_ns(parse_duration_ns(value))
+    raise ValueError(f"invalid duration {value!r}: expected a duration string like 60s")
+
+
+def normalise_seconds(value: Any) -> str:
+    """kubegpu's own durations: a bare number is seconds (``300``, ``"2.5"``), else as :func:`normalise_duration`."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0 or value != value or value == math.inf:
+            raise ValueError(f"invalid duration {value!r}: must be a finite number of seconds >= 0")
+        return format_duration_ns(round(value * 1e9))
+    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]+(\.[0-9]*)?\s*", value):
+        return format_duration_ns(round(float(value) * 1e9))
+    if isinstance(value, str) and re.fullmatch(r"\s*-\s*[0-9.]+\s*", value):
+        raise ValueError(f"invalid duration {value!r}: must be a finite number of seconds >= 0")
+    return normalise_duration(value, allow_infinite=False)
+
+
+def duration_seconds(value: str) -> float:
+    """Seconds of a canonical duration; ``math.inf`` for ``infinite``."""
+    if value == INFINITE:
+        return math.inf
+    return parse_duration_ns(value) / 1e9
+
+
+# --- the models -----------------------------------------------------------------------------
+#
+# Frozen dataclasses checked by config_schema (field order is the order of keys in dumps and of
+# errors). ``checked(check, "camelKey")`` names each field's file key; the field name is accepted too.
+
+
+def _need_both(data: Mapping[Any, Any]) -> str | None:
+    # NVIDIA's "no replicas specified"-style checks run only when every key is known: with a typo'd
+    # key (``replica``) the user is better served by "unknown key" on the typo plus "required key is
+    # missing" on the real name than by the missing-key text alone.
+    if only_known_keys(Resource, data):
+        if "pattern" not in data:
+            return "resources must have a 'pattern' field set"
+        if "name" not in data:
+            return "resources must have a 'name' field set"
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resource:
+    """One ``resources.gpus[]``/``resources.mig[]`` entry: devices whose name matches ``pattern`` become ``name``.
+
+    GPUs are matched by product name (``NVIDIA A100-SXM4-80GB``), MIG devices by profile (``1g.10gb``).
+    """
+
+    pattern: str = field(metadata=checked(strict_str))
+    """Anchored glob with ``*`` as the only wildcard."""
+    name: str = field(metadata=checked(after(strict_str, resource_name)))
+    """Resource name; ``nvidia.com/`` is added when missing."""
+
+
+_RESOURCES = tuple_of(model(Resource, first=_need_both))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resources:
+    """Resource naming rules, first match wins (honoured by kubegpu; NVIDIA ignores them)."""
+
+    gpus: tuple[Resource, ...] = field(default=(), metadata=checked(_RESOURCES))
+    mig: tuple[Resource, ...] = field(default=(), metadata=checked(_RESOURCES))
+
+
+DeviceSelection = Literal["all"] | int | tuple[str, ...]
+
+
+def _device_selection(value: Any) -> DeviceSelection:
+    """NVIDIA's ``devices`` union: ``"all"``, a positive count, or a list of indices / UUIDs."""
+    if isinstance(value, str):
+        if value != "all":
+            raise ValueError(f"devices set as '{value}' but the only valid string input is 'all'")
+        return "all"
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value <= 0:
+            raise ValueError(f"devices set as '{value}' but a count of devices must be > 0")
+        return value
+    if isinstance(value, (list, tuple)):
+        refs: list[str] = []
+        for item in value:
+            if isinstance(item, int) and not isinstance(item, bool) and item >= 0:
+                refs.append(str(item))
+            elif isinstance(item, str) and is_device_ref(item):
+                refs.append(item)
+            else:
+                raise ValueError(f"unsupported type for device in devices list: {item!r}")
+        return tuple(refs)
+    raise ValueError(f"unrecognized type for devices spec: {value!r}")
+
+
+def is_device_ref(ref: str) -> bool:
+    """A GPU index (``0``), MIG index (``0:1``), GPU UUID or MIG UUID (incl. legacy ``MIG-GPU-<uuid>/gi/ci``)."""
+    return any(p.fullmatch(ref) for p in (_GPU_INDEX, _MIG_INDEX, _GPU_UUID, _MIG_UUID))
+
+
+def _replicas(value: int) -> int:
+    if value < 2:
+        raise ValueError("number of replicas must be >= 2")
+    return value
+
+
+def _required(data: Mapping[Any, Any]) -> str | None:
+    if only_known_keys(ReplicatedResource, data):  # see _need_both
+        if "name" not in data:
+            return "no resource name specified"
+        if "replicas" not in data:
+            return "no replicas specified"
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplicatedResource:
+    """One ``sharing.<strategy>.resources[]`` entry: advertise ``replicas`` copies of each selected device."""
+
+    name: str = field(metadata=checked(after(strict_str, resource_name)))
+    """Resource to share; ``gpu`` is normalised to ``nvidia.com/gpu``."""
+    rename: str | None = field(default=None, metadata=checked(nullable(after(strict_str, resource_name))))
+    """Publish the copies under this name instead (``<name>.shared`` with ``renameByDefault``)."""
+    devices: DeviceSelection = field(default="all", metadata=checked(before(_device_selection)))
+    """``all``, the first N devices by index, or a list of indices (``0``, ``1:0``) and UUIDs."""
+    replicas: int = field(metadata=checked(after(strict_int, _replicas)))
+    """Copies per device; at least 2."""
+
+    @property
+    def published_name(self) -> str:
+        """The name the copies are advertised under."""
+        return self.rename or self.name
+
+
+def _need_resources(data: Mapping[Any, Any]) -> str | None:
+    if only_known_keys(ReplicatedResources, data) and not data.get("resources"):  # see _need_both
+        return "no resources specified"
+    return None
+
+
+def _default_renames(block: ReplicatedResources) -> ReplicatedResources:
+    if not block.rename_by_default:
+        return block
+    renamed = tuple(r if r.rename else replace(r, rename=r.name + SHARED_SUFFIX) for r in block.resources)
+    return replace(block, resources=renamed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplicatedResources:
+    """A sharing block (``sharing.timeSlicing`` or ``sharing.mps``)."""
+
+    rename_by_default: bool = field(default=False, metadata=checked(strict_bool, "renameByDefault"))
+    """Publish every shared resource without an explicit rename as ``<name>.shared``."""
+    fail_requests_greater_than_one: bool | None = field(
+        default=None, metadata=checked(nullable(strict_bool), "failRequestsGreaterThanOne")
+    )
+    """Reject requests for more than one replica. Unset: false for time-slicing, true for MPS."""
+    resources: tuple[ReplicatedResource, ...] = field(
+        default=(), metadata=checked(tuple_of(model(ReplicatedResource, first=_required)))
+    )
+
+    def find(self, name: str) -> ReplicatedResource | None:
+        """The entry sharing resource ``name`` (the original name, before any rename)."""
+        for entry in self.resources:
+            if entry.name == name:
+                return entry
+        return None
+
+
+_SHARING_BLOCK = nullable(model(ReplicatedResources, first=_need_resources, last=_default_renames))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sharing:
+    """Time-slicing or MPS; an ``mps`` block wins when both are present."""
+
+    time_slicing: ReplicatedResources | None = field(default=None, metadata=checked(_SHARING_BLOCK, "timeSlicing"))
+    mps: ReplicatedResources | None = field(default=None, metadata=checked(_SHARING_BLOCK))
+
+    @property
+    def strategy(self) -> Literal["none", "time-slicing", "mps"]:
+        """The active sharing strategy, as NVIDIA decides it."""
+        if self.mps is not None and self.mps.resources:
+            return "mps"
+        if self.time_slicing is not None and self.time_slicing.resources:
+            return "time-slicing"
+        return "none"
+
+    @property
+    def replicated(self) -> ReplicatedResources | None:
+        """The block whose resources are replicated: ``mps`` whenever present, else ``timeSlicing``."""
+        return self.mps if self.mps is not None else self.time_slicing
+
+
+@dataclass(frozen=True, kw_only=True)
+class Imex:
+    """IMEX channels injected into every allocation."""
+
+    channel_ids: tuple[int, ...] = field(default=(), metadata=checked(tuple_of(strict_int), "channelIDs"))
+    """``[]`` or ``[0]``."""
+    required: bool = field(default=False, metadata=checked(strict_bool))
+    """Fail at start when a channel's device node is missing (else skip it with a warning)."""
+
+
+_STR = nullable(strict_str)
+_BOOL = nullable(strict_bool)
+
+
+def _one_or_many(value: Any) -> Any:
+    return (value,) if isinstance(value, str) else value
+
+
+@dataclass(frozen=True, kw_only=True)
+class PluginFileFlags:
+    """``flags.plugin`` as a file gives it; every key optional."""
+
+    pass_device_specs: bool | None = field(default=None, metadata=checked(_BOOL, "passDeviceSpecs"))
+    device_list_strategy: tuple[str, ...] | None = field(
+        default=None, metadata=checked(before(_one_or_many, nullable(tuple_of(strict_str))), "deviceListStrategy")
+    )
+    device_id_strategy: str | None = field(default=None, metadata=checked(_STR, "deviceIDStrategy"))
+    cdi_annotation_prefix: str | None = field(default=None, metadata=checked(_STR, "cdiAnnotationPrefix"))
+    nvidia_ctk_path: str | None = field(default=None, metadata=checked(_STR, "nvidiaCTKPath"))
+    container_driver_root: str | None = field(default=None, metadata=checked(_STR, "containerDriverRoot"))
+    shared_devices_allocation_policy: str | None = field(
+        default=None, metadata=checked(_STR, "sharedDevicesAllocationPolicy")
+    )
+    allocation_policy: str | None = field(default=None, metadata=checked(_STR, "allocationPolicy"))
+    health_recovery_quiet_period: str | None = field(
+        default=None, metadata=checked(nullable(before(normalise_seconds)), "healthRecoveryQuietPeriod")
+    )
+
+
+def _sleep_interval(value: Any) -> str:
+    return normalise_duration(value, allow_infinite=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GfdFileFlags:
+    """``flags.gfd`` as a file gives it; every key optional."""
+
+    oneshot: bool | None = field(default=None, metadata=checked(_BOOL))
+    no_timestamp: bool | None = field(default=None, metadata=checked(_BOOL, "noTimestamp"))
+    sleep_interval: str | None = field(
+        default=None, metadata=checked(nullable(before(_sleep_interval)), "sleepInterval")
+    )
+    output_file: str | None = field(default=None, metadata=checked(_STR, "outputFile"))
+    machine_type_file: str | None = field(default=None, metadata=checked(_STR, "machineTypeFile"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileFlags:
+    """``flags`` as a file gives it; every key optional."""
+
+    mig_strategy: str | None = field(default=None, metadata=checked(_STR, "migStrategy"))
+    fail_on_init_error: bool | None = field(default=None, metadata=checked(_BOOL, "failOnInitError"))
+    nvidia_driver_root: str | None = field(default=None, metadata=checked(_STR, "nvidiaDriverRoot"))
+    nvidia_dev_root: str | None = field(default=None, metadata=checked(_STR, "nvidiaDevRoot"))
+    mps_root: str | None = field(default=None, metadata=checked(_STR, "mpsRoot"))
+    gdrcopy_enabled: bool | None = field(default=None, metadata=checked(_BOOL, "gdrcopyEnabled"))
+    gds_enabled: bool | None = field(default=None, metadata=checked(_BOOL, "gdsEnabled"))
+    mofed_enabled: bool | None = field(default=None, metadata=checked(_BOOL, "mofedEnabled"))
+    use_node_feature_api: bool | None = field(default=None, metadata=checked(_BOOL, "useNodeFeatureAPI"))
+    device_discovery_strategy: str | None = field(default=None, metadata=checked(_STR, "deviceDiscoveryStrategy"))
+    plugin: PluginFileFlags | None = field(default=None, metadata=checked(nullable(model(PluginFileFlags))))
+    gfd: GfdFileFlags | None = field(default=None, metadata=checked(nullable(model(GfdFileFlags))))
+
+
+def _version(value: str) -> str:
+    if value == "":
+        return VERSION
+    if value != VERSION:
+        raise ValueError(f"unknown version: {value}")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfigFile:
+    """A whole ``version: v1`` config file."""
+
+    version: str = field(default=VERSION, metadata=checked(after(strict_str, _version)))
+    flags: FileFlags = field(default_factory=FileFlags, metadata=checked(model(FileFlags)))
+    resources: Resources = field(default_factory=Resources, metadata=checked(model(Resources)))
+    sharing: Sharing = field(default_factory=Sharing, metadata=checked(model(Sharing)))
+    imex: Imex = field(default_factory=Imex, metadata=checked(model(Imex)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file as a document (camelCase keys, unset flags left out); parsing it gives this file back."""
+        return dump(self)
+
+
+# --- parsing --------------------------------------------------------------------------------
+
+
+@functools.cache
+def _loader() -> type[Any]:
+    """A SafeLoader for YAML 1.1 without sexagesimal numbers, so a MIG index ``1:0`` stays a string (as in Go).
+
+    Built on first use: PyYAML is imported only when a config file is actually read.
+    """
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.yaml_implicit_resolvers = {
+        first: [
+            (tag, regexp)
+            for tag, regexp in resolvers
+            if not (tag.endswith((":int", ":float")) and ":" in regexp.pattern)
+        ]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    # The int/float resolvers also cover ordinary numbers; re-add them without the base-60 branch.
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:int",
+        re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"),
+        list("-+0123456789"),
+    )
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(
+            r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+            r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+        ),
+        list("-+0123456789."),
+    )
+    return Loader
+
+
+def parse_data(data: Any, source: str = "<config>") -> ConfigFile:
+    """Validate an already decoded config document. Raises :class:`ConfigError` naming every bad key."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"unable to parse config file {source}: top level must be a mapping, got {data!r}")
+    try:
+        return validate(ConfigFile, dict(data))
+    except Invalid as exc:
+        raise ConfigError(f"unable to parse config file {source}: {exc}") from None
+
+
+def parse_text(text: str, source: str = "<config>") -> ConfigFile:
+    """Parse YAML or JSON config text (JSON is YAML). Raises :class:`ConfigError`."""
+    import yaml
+
+    try:
+        data = yaml.load(text, Loader=_loader())  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"unable to parse config file {source}: not valid YAML/JSON: {exc}") from None
+    return parse_data(data, source)
