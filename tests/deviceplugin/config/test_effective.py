@@ -12,6 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kubegpu.deviceplugin import naming
 from kubegpu.deviceplugin.config import effective, v1
 from kubegpu.deviceplugin.config.v1 import ConfigError
 from kubegpu.deviceplugin.plugin import command
@@ -376,7 +377,7 @@ NAMES = [("gpu", "nvidia.com/gpu"), ("nvidia.com/gpu", "nvidia.com/gpu"), ("mig-
 
 @pytest.mark.parametrize(("raw", "expected"), NAMES, ids=["bare", "prefixed", "mig", "shared"])
 def test_resource_names_get_the_nvidia_prefix(raw: str, expected: str) -> None:
-    assert v1.resource_name(raw) == expected
+    assert naming.resource_name(raw) == expected
 
 
 PATTERNS = [

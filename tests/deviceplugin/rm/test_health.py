@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kubegpu.deviceplugin.naming import replica_id
 from kubegpu.deviceplugin.rm import health, xids
-from kubegpu.deviceplugin.rm.devices import Device, replica_id
+from kubegpu.deviceplugin.rm.devices import Device
 from kubegpu.gpu.backend import HealthEvent, HealthEventKind
 
 K = HealthEventKind

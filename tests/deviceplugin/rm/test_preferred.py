@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kubegpu import placement
 from kubegpu.deviceplugin.errors import InvalidRequest
 from kubegpu.deviceplugin.rm import preferred, resource_map
-from kubegpu.deviceplugin.rm.resource_map import Resource
+from kubegpu.deviceplugin.rm.resources import Resource
 from kubegpu.gpu import profiles
 from kubegpu.gpu.model import Machine
 from tests.deviceplugin.fixtures.build import plugin_config

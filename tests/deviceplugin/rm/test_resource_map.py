@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kubegpu.deviceplugin.rm import devices, mig_caps, resource_map
+from kubegpu.deviceplugin import naming
+from kubegpu.deviceplugin.rm import mig_caps, resource_map
 from kubegpu.deviceplugin.rm.resource_map import ResourceMapError
 from kubegpu.gpu import profiles
 from kubegpu.gpu.model import Machine, Topology
@@ -295,14 +296,15 @@ def test_every_device_is_advertised_once_and_replica_ids_parse_back(
         return
     ids = [d.id for r in built for d in r.devices]
     assert len(ids) == len(set(ids)), "a device is advertised on two resources"
-    physical = Counter(devices.strip_replica(i) for i in ids)
+    physical = Counter(naming.strip_replica(i) for i in ids)
     for resource in built:
         assert resource.devices, "resources without devices are not advertised"
         for device in resource.devices:
-            uuid, n = resource_map.parse_replica_id(device.id)
-            assert (uuid, n) == (devices.strip_replica(device.id), device.replica)
+            annotated = naming.AnnotatedID(device.id)
+            uuid, n = annotated.physical, annotated.replica
+            assert (uuid, n) == (naming.strip_replica(device.id), device.replica)
             if n is not None:
-                assert devices.replica_id(uuid, n) == device.id
+                assert naming.replica_id(uuid, n) == device.id
                 assert 0 <= n < resource.replicas
     # Every physical device appears either once whole or `replicas` times.
     assert all(c == 1 or c >= 2 for c in physical.values())

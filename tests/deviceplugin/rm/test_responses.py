@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kubegpu.deviceplugin.errors import InvalidRequest
 from kubegpu.deviceplugin.rm import resource_map, responses
 from kubegpu.deviceplugin.rm.devices import Device
-from kubegpu.deviceplugin.rm.resource_map import Resource
+from kubegpu.deviceplugin.rm.resources import Resource
 from kubegpu.deviceplugin.rm.resources import Resource as PlainResource
 from kubegpu.deviceplugin.rm.responses import ContainerEdits, DeviceSpec, Mount
 from tests.deviceplugin.fixtures.build import plugin_config, profile

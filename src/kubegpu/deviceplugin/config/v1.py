@@ -43,20 +43,10 @@ from kubegpu.common.validation import (
     tuple_of,
     validate,
 )
+from kubegpu.deviceplugin import naming
 
-#: Prefix added to resource names given without one (NVIDIA reads ``RESOURCE_PREFIX``; we fix it).
-RESOURCE_PREFIX = "nvidia.com"
-MAX_RESOURCE_NAME_LENGTH = 63
-#: Suffix of a shared resource's default rename (``renameByDefault``).
-SHARED_SUFFIX = ".shared"
 VERSION = "v1"
 
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_DNS1123_MESSAGE = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
-    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _GPU_UUID = re.compile(rf"GPU-{_UUID}")
 _MIG_UUID = re.compile(rf"MIG-{_UUID}|MIG-GPU-{_UUID}/[0-9]+/[0-9]+")
@@ -69,26 +59,6 @@ class ConfigError(ValueError):
 
 
 # --- resource names and patterns ------------------------------------------------------------
-
-
-def resource_name(raw: str) -> str:
-    """NVIDIA's resource-name normalisation: add ``nvidia.com/`` when missing, then check length and format.
-
-    Raises ``ValueError`` with NVIDIA's texts (``fully-qualified resource name must be 63 characters or
-    less: …``, ``incorrect format for resource name '…': […]``).
-    """
-    name = raw if raw.startswith(RESOURCE_PREFIX + "/") else f"{RESOURCE_PREFIX}/{raw}"
-    if len(name) > MAX_RESOURCE_NAME_LENGTH:
-        raise ValueError(f"fully-qualified resource name must be {MAX_RESOURCE_NAME_LENGTH} characters or less: {name}")
-    short = name.split("/", 1)[1]
-    if len(short) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(short):
-        raise ValueError(f"incorrect format for resource name '{name}': [{_DNS1123_MESSAGE}]")
-    return name
-
-
-def short_name(name: str) -> str:
-    """The part of a resource name after the ``/`` (``nvidia.com/mig-1g.10gb`` -> ``mig-1g.10gb``)."""
-    return name.split("/", 1)[1] if "/" in name else name
 
 
 def pattern_matches(pattern: str, value: str) -> bool:
@@ -203,7 +173,7 @@ def _need_both(data: Mapping[Any, Any]) -> str | None:
     # NVIDIA's "no replicas specified"-style checks run only when every key is known: with a typo'd
     # key (``replica``) the user is better served by "unknown key" on the typo plus "required key is
     # missing" on the real name than by the missing-key text alone.
-    if only_known_keys(Resource, data):
+    if only_known_keys(ResourcePattern, data):
         if "pattern" not in data:
             return "resources must have a 'pattern' field set"
         if "name" not in data:
@@ -212,7 +182,7 @@ def _need_both(data: Mapping[Any, Any]) -> str | None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Resource:
+class ResourcePattern:
     """One ``resources.gpus[]``/``resources.mig[]`` entry: devices whose name matches ``pattern`` become ``name``.
 
     GPUs are matched by product name (``NVIDIA A100-SXM4-80GB``), MIG devices by profile (``1g.10gb``).
@@ -220,19 +190,19 @@ class Resource:
 
     pattern: str = field(metadata=checked(strict_str))
     """Anchored glob with ``*`` as the only wildcard."""
-    name: str = field(metadata=checked(after(strict_str, resource_name)))
+    name: str = field(metadata=checked(after(strict_str, naming.resource_name)))
     """Resource name; ``nvidia.com/`` is added when missing."""
 
 
-_RESOURCES = tuple_of(model(Resource, first=_need_both))
+_RESOURCES = tuple_of(model(ResourcePattern, first=_need_both))
 
 
 @dataclass(frozen=True, kw_only=True)
 class Resources:
     """Resource naming rules, first match wins (honoured by kubegpu; NVIDIA ignores them)."""
 
-    gpus: tuple[Resource, ...] = field(default=(), metadata=checked(_RESOURCES))
-    mig: tuple[Resource, ...] = field(default=(), metadata=checked(_RESOURCES))
+    gpus: tuple[ResourcePattern, ...] = field(default=(), metadata=checked(_RESOURCES))
+    mig: tuple[ResourcePattern, ...] = field(default=(), metadata=checked(_RESOURCES))
 
 
 DeviceSelection = Literal["all"] | int | tuple[str, ...]
@@ -285,9 +255,9 @@ def _required(data: Mapping[Any, Any]) -> str | None:
 class ReplicatedResource:
     """One ``sharing.<strategy>.resources[]`` entry: advertise ``replicas`` copies of each selected device."""
 
-    name: str = field(metadata=checked(after(strict_str, resource_name)))
+    name: str = field(metadata=checked(after(strict_str, naming.resource_name)))
     """Resource to share; ``gpu`` is normalised to ``nvidia.com/gpu``."""
-    rename: str | None = field(default=None, metadata=checked(nullable(after(strict_str, resource_name))))
+    rename: str | None = field(default=None, metadata=checked(nullable(after(strict_str, naming.resource_name))))
     """Publish the copies under this name instead (``<name>.shared`` with ``renameByDefault``)."""
     devices: DeviceSelection = field(default="all", metadata=checked(before(_device_selection)))
     """``all``, the first N devices by index, or a list of indices (``0``, ``1:0``) and UUIDs."""
@@ -309,7 +279,7 @@ def _need_resources(data: Mapping[Any, Any]) -> str | None:
 def _default_renames(block: ReplicatedResources) -> ReplicatedResources:
     if not block.rename_by_default:
         return block
-    renamed = tuple(r if r.rename else replace(r, rename=r.name + SHARED_SUFFIX) for r in block.resources)
+    renamed = tuple(r if r.rename else replace(r, rename=naming.shared_name(r.name)) for r in block.resources)
     return replace(block, resources=renamed)
 
 

@@ -51,7 +51,7 @@ from kubegpu.deviceplugin.plugin.metrics import PluginMetrics
 from kubegpu.deviceplugin.plugin.monitor import HealthMonitor
 from kubegpu.deviceplugin.plugin.watcher import Identity, KubeletSocketWatcher
 from kubegpu.deviceplugin.rm import health, mig_caps, preferred, resource_map, responses, xids
-from kubegpu.deviceplugin.rm.resource_map import Resource
+from kubegpu.deviceplugin.rm.resources import Resource
 from kubegpu.gpu import errors as gpu_errors
 from kubegpu.gpu.backend import GpuBackend
 from kubegpu.gpu.backends import open_backend

@@ -1,20 +1,18 @@
-"""What the plugin advertises: one device as the kubelet sees it, and how device IDs are spelled.
+"""What the plugin advertises: one device as the kubelet sees it.
 
 Owns the :class:`Device` value (the ID the kubelet sees, the physical GPU behind
-it, its NUMA node, its MIG placement and replica number), the device of a whole
-GPU and the replica-ID rules (``<uuid>::<n>``). Pure: no I/O, no gRPC, no policy
-about which resource a device belongs to (that is :mod:`.resource_map`).
+it, its NUMA node, its MIG placement and replica number) and the device of a
+whole GPU. How IDs are spelled is :mod:`kubegpu.deviceplugin.naming`'s. Pure: no
+I/O, no gRPC, no policy about which resource a device belongs to (that is
+:mod:`.resource_map`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kubegpu.deviceplugin import naming
 from kubegpu.gpu.model import Gpu
-
-#: Separator between a device's UUID and its replica number (NVIDIA's AnnotatedID).
-REPLICA_SEPARATOR = "::"
 
 
 @dataclass(frozen=True)
@@ -40,25 +38,7 @@ class Device:
     @property
     def physical_id(self) -> str:
         """The ID without its replica suffix: what the container runtime gets."""
-        return strip_replica(self.id)
-
-
-def strip_replica(device_id: str) -> str:
-    """``GPU-a::3`` → ``GPU-a``; an ID without ``::`` is returned as is."""
-    return device_id.split(REPLICA_SEPARATOR, 1)[0]
-
-
-def replica_id(device_id: str, replica: int) -> str:
-    """The ID of replica ``replica`` of device ``device_id``."""
-    return f"{device_id}{REPLICA_SEPARATOR}{replica}"
-
-
-def unique_physical_ids(device_ids: Iterable[str]) -> list[str]:
-    """Replica suffixes stripped, duplicates dropped, first-seen order kept."""
-    seen: dict[str, None] = {}
-    for device_id in device_ids:
-        seen.setdefault(strip_replica(device_id), None)
-    return list(seen)
+        return naming.strip_replica(self.id)
 
 
 def whole_gpu(gpu: Gpu) -> Device:

@@ -2,9 +2,8 @@
 
 Owns the MIG and replica devices (the value type is the runtime's
 :class:`~kubegpu.deviceplugin.rm.devices.Device`: ID, parent GPU, NVIDIA index
-``"i"``/``"i:j"``, NUMA node, device paths, GI/CI, replica number), the shared
-:class:`Resource` (a :class:`~kubegpu.deviceplugin.rm.resources.Resource` that also
-knows its sharing strategy and replica count), and the pure function
+``"i"``/``"i:j"``, NUMA node, device paths, GI/CI, replica number; their IDs and
+names are spelled by :mod:`kubegpu.deviceplugin.naming`) and the pure function
 (:class:`~kubegpu.gpu.model.Machine`, :class:`~kubegpu.deviceplugin.config.effective.Config`)
 -> :class:`ResourceMap`: MIG strategies none / single / mixed with NVIDIA's
 names (``nvidia.com/mig-1g.10gb``, ``+`` -> ``.``) and startup errors, resource
@@ -23,13 +22,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
 
+from kubegpu.deviceplugin import naming
 from kubegpu.deviceplugin.config import v1
 from kubegpu.deviceplugin.config.effective import Config
 from kubegpu.deviceplugin.config.v1 import ReplicatedResource
-from kubegpu.deviceplugin.rm import devices, mig_caps, resources
+from kubegpu.deviceplugin.rm import devices, mig_caps
 from kubegpu.deviceplugin.rm.devices import Device
+from kubegpu.deviceplugin.rm.resources import Resource
 from kubegpu.gpu.model import Gpu, Machine, MigDevice
 
 #: MPS server client limits: 48 from compute capability 7.5 (NVIDIA's "Volta" threshold), else 16.
@@ -38,24 +38,9 @@ MPS_MAX_CLIENTS_OLD = 16
 
 _STANDARD_PROFILE = re.compile(r"\d+g\.\d+gb(?:[+-].*)?")
 
-SharingStrategy = Literal["none", "time-slicing", "mps"]
-
 
 class ResourceMapError(ValueError):
     """The machine cannot be advertised under this config; the message is NVIDIA's startup error."""
-
-
-def parse_replica_id(device_id: str) -> tuple[str, int | None]:
-    """(physical ID, replica number or None): anything after the first ``::`` is the replica number."""
-    uuid, sep, rest = device_id.partition(devices.REPLICA_SEPARATOR)
-    if not sep:
-        return device_id, None
-    return uuid, int(rest) if rest.isdigit() else None
-
-
-def mig_resource_suffix(profile: str) -> str:
-    """``1g.10gb+me`` -> ``mig-1g.10gb.me``: the default mixed-strategy resource (without ``nvidia.com/``)."""
-    return "mig-" + profile.replace("+", ".")
 
 
 def is_standard_profile(profile: str) -> bool:
@@ -68,7 +53,7 @@ def mig_resource_name(profile: str, config: Config) -> str | None:
     (mixed strategy, profiles whose compute and GPU slices agree) ``nvidia.com/mig-<profile>``; None if neither."""
     name = _match(config.resources.mig, profile)
     if name is None and config.flags.mig_strategy == "mixed" and is_standard_profile(profile):
-        name = v1.resource_name(mig_resource_suffix(profile))
+        name = naming.resource_name(naming.mig_resource_suffix(profile))
     return name
 
 
@@ -95,36 +80,7 @@ def mig_device(gpu: Gpu, mig: MigDevice, minors: mig_caps.MigMinors) -> Device:
 
 def replicate(device: Device, n: int) -> Device:
     """Replica ``n`` of ``device``: same GPU, index, NUMA node and paths; ID ``<uuid>::<n>``."""
-    return replace(device, id=devices.replica_id(device.id, n), replica=n)
-
-
-@dataclass(frozen=True)
-class Resource(resources.Resource):
-    """A resource with how it is shared (a :class:`~kubegpu.deviceplugin.rm.resources.Resource` the servers take).
-
-    ``sharing`` is the active strategy when the resource advertises replicas, else ``none``;
-    ``replicas`` the copies per physical device (1 when not shared).
-    """
-
-    sharing: SharingStrategy = "none"
-    replicas: int = 1
-    fail_requests_greater_than_one: bool = False
-
-    @property
-    def is_shared(self) -> bool:
-        return any(d.replica is not None for d in self.devices)
-
-    @property
-    def has_mig(self) -> bool:
-        return any(d.mig is not None for d in self.devices)
-
-    @property
-    def ids(self) -> tuple[str, ...]:
-        return tuple(d.id for d in self.devices)
-
-    def physical_ids(self) -> tuple[str, ...]:
-        """The distinct physical devices (GPU or MIG UUIDs) behind the resource, in order."""
-        return tuple(devices.unique_physical_ids(self.ids))
+    return replace(device, id=naming.replica_id(device.id, n), replica=n)
 
 
 @dataclass(frozen=True)
@@ -182,7 +138,7 @@ def build(machine: Machine, config: Config, minors: mig_caps.MigMinors | None = 
     return ResourceMap(resources=built, warnings=tuple(warnings))
 
 
-def _match(patterns: Sequence[v1.Resource], value: str) -> str | None:
+def _match(patterns: Sequence[v1.ResourcePattern], value: str) -> str | None:
     for entry in patterns:
         if v1.pattern_matches(entry.pattern, value):
             return entry.name

@@ -32,9 +32,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from kubegpu.deviceplugin import naming
 from kubegpu.deviceplugin.config.effective import Config
 from kubegpu.deviceplugin.errors import InvalidRequest
-from kubegpu.deviceplugin.rm import devices
 from kubegpu.deviceplugin.rm.resources import Resource
 
 #: The environment variable the NVIDIA container runtime reads.
@@ -171,27 +171,22 @@ class ResponseOptions:
         return bool(getattr(self, feature))
 
 
-def _sharing(resource: Resource) -> tuple[str, bool]:
-    """(active sharing strategy, failRequestsGreaterThanOne) of a resource; plain resources are unshared."""
-    return getattr(resource, "sharing", "none"), bool(getattr(resource, "fail_requests_greater_than_one", False))
-
-
 def check(resource: Resource, device_ids: Sequence[str]) -> None:
     """NVIDIA's request checks; raises :class:`~kubegpu.deviceplugin.errors.InvalidRequest` with its texts."""
     validate(resource, device_ids)
-    sharing, fail_greater_than_one = _sharing(resource)
+    sharing, fail_greater_than_one = resource.sharing, resource.fail_requests_greater_than_one
     if (
         sharing != "none"
         and fail_greater_than_one
         and len(device_ids) > 1
-        and any(devices.REPLICA_SEPARATOR in i for i in device_ids)
+        and any(naming.REPLICA_SEPARATOR in i for i in device_ids)
     ):
         raise invalid(resource.name, f"maximum request size for shared resources is 1; found {len(device_ids)}")
 
 
 def runtime_ids(resource: Resource, device_ids: Sequence[str], id_strategy: str) -> list[str]:
     """The IDs the container runtime gets: physical UUIDs, or NVIDIA indices, de-duplicated in request order."""
-    physical = devices.unique_physical_ids(device_ids)
+    physical = naming.unique_physical_ids(device_ids)
     if id_strategy != "index":
         return physical
     by_physical = {d.physical_id: d.index for d in resource.devices}
@@ -229,7 +224,7 @@ def container_edits(
         if names and "cdi-cri" in options.device_list_strategies:
             cdi_devices = tuple(names)
 
-    sharing, _ = _sharing(resource)
+    sharing = resource.sharing
     if sharing == "mps":
         pipe = mps_pipe_dir(MPS_CONTAINER_ROOT, resource.name)
         envs[MPS_PIPE_ENV] = pipe
