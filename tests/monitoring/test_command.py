@@ -157,7 +157,11 @@ def test_print_default_counters_prints_the_shipped_file(capsys: pytest.CaptureFi
         (["-a", ":99999"], {}, "port 99999 is out of range"),
         (["--machine", "dgx-z900"], {}, "unknown machine profile 'dgx-z900'"),
         (["-f", "/nonexistent/c.csv"], {}, "counters file /nonexistent/c.csv: cannot read"),
-        ([], {"DCGM_EXPORTER_KUBERNETES": "maybe"}, "$DCGM_EXPORTER_KUBERNETES='maybe': expected true or false"),
+        (
+            [],
+            {"DCGM_EXPORTER_KUBERNETES": "maybe"},
+            "$DCGM_EXPORTER_KUBERNETES='maybe': could not parse \"maybe\" as bool value",
+        ),
         (["--hostname-label", "HOSTNAME"], {}, "--hostname-label: invalid choice"),
     ],
     ids=[

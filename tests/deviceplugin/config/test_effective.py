@@ -422,15 +422,6 @@ def test_device_refs_accepted_as_nvidia_accepts_them(ref: str, ok: bool) -> None
     assert v1.is_device_ref(ref) is ok
 
 
-DURATIONS = [("60s", "1m0s"), ("1h30m", "1h30m0s"), ("1.5s", "1.5s"), ("250ms", "250ms"), ("0", "0s"),
-             ("infinite", "infinite"), ("Infinite", "infinite")]  # fmt: skip
-
-
-@pytest.mark.parametrize(("text", "canonical"), DURATIONS, ids=[t for t, _ in DURATIONS])
-def test_durations_parse_as_go_durations(text: str, canonical: str) -> None:
-    assert v1.normalise_duration(text, allow_infinite=True) == canonical
-
-
 def test_bare_number_duration_in_a_file_is_nanoseconds(tmp_path: Path) -> None:
     assert with_file(tmp_path, "flags: {gfd: {sleepInterval: 60000000000}}").flags.gfd.sleep_interval_s == 60.0
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kubegpu.api import constants
+from kubegpu.common import boolean, durations
 from kubegpu.common.validation import (
     Invalid,
     checked,
@@ -96,7 +97,7 @@ class PluginFlags:
 
     @property
     def quiet_period_s(self) -> float:
-        return v1.duration_seconds(self.health_recovery_quiet_period)
+        return durations.duration_seconds(self.health_recovery_quiet_period)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,7 +112,7 @@ class GfdFlags:
 
     @property
     def sleep_interval_s(self) -> float:
-        return v1.duration_seconds(self.sleep_interval)
+        return durations.duration_seconds(self.sleep_interval)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,7 +157,7 @@ class Options:
 
     @property
     def retry_interval_s(self) -> float:
-        return v1.duration_seconds(v1.normalise_seconds(self.registration_retry_interval))
+        return durations.duration_seconds(durations.normalise_seconds(self.registration_retry_interval))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -382,36 +383,24 @@ DEFAULTS: dict[str, Any] = {
 
 # --- argparse -------------------------------------------------------------------------------
 
-_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
-_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
-
-
-def parse_bool(text: str) -> bool:
-    """Go's ``strconv.ParseBool`` (what urfave/cli applies to bool flags and env vars)."""
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ValueError(f'could not parse "{text}" as bool value')
-
 
 def _bool_arg(text: str) -> bool:
     try:
-        return parse_bool(text)
+        return boolean.parse_bool(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _duration_arg(text: str) -> str:
     try:
-        return v1.normalise_duration(text, allow_infinite=True)
+        return durations.normalise_duration(text, allow_infinite=True)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _seconds_arg(text: str) -> str:
     try:
-        return v1.normalise_seconds(text)
+        return durations.normalise_seconds(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -493,15 +482,15 @@ def _env_value(spec: FlagSpec, environ: Mapping[str, str]) -> tuple[str, Any] | 
         raw = environ[name]
         try:
             if spec.kind == "bool":
-                return name, parse_bool(raw.strip())
+                return name, boolean.parse_bool(raw.strip())
             if spec.kind == "list":
                 return name, _split(raw)
             if spec.kind == "intlist":
                 return name, [int(x) for x in _split(raw)]
             if spec.kind == "duration":
-                return name, v1.normalise_duration(raw, allow_infinite=True)
+                return name, durations.normalise_duration(raw, allow_infinite=True)
             if spec.kind == "seconds":
-                return name, v1.normalise_seconds(raw)
+                return name, durations.normalise_seconds(raw)
         except ValueError as exc:
             raise ConfigError(f"env {name}: {exc}") from None
         return name, raw
