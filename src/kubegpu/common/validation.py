@@ -98,6 +98,11 @@ def _key(field: dataclasses.Field[Any]) -> str:
     return declared.key if declared is not None and declared.key else field.name
 
 
+def document_key(field: dataclasses.Field[Any]) -> str | None:
+    """The document key of a field declared with :func:`checked`, None for a field that is not in documents."""
+    return _key(field) if _SPEC in field.metadata else None
+
+
 def known_keys(cls: type[DataclassInstance]) -> frozenset[str]:
     """Every key a document may use for ``cls``: document keys and field names."""
     fields = dataclasses.fields(cls)
@@ -180,17 +185,72 @@ def after(check: Check, convert: Callable[[Any], Any]) -> Check:
     return after_check
 
 
+@dataclasses.dataclass(frozen=True)
+class _Model:
+    """The check of a nested model; it knows its class so :func:`partial` can walk into it."""
+
+    cls: type[Any]
+    first: Before | None
+    last: Callable[[Any], Any] | None
+
+    def __call__(self, value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        return _build(self.cls, value, loc, issues, self.first, self.last)
+
+
 def model(cls: type[T], *, first: Before | None = None, last: Callable[[T], T] | None = None) -> Check:
     """A nested mapping checked against ``cls``.
 
     ``first`` looks at the raw mapping before the fields (a problem there is the only one reported for
     it); ``last`` gets the built instance and may return a changed copy or raise ``ValueError``.
     """
+    return _Model(cls, first, last)
 
-    def model_check(value: Any, loc: Loc, issues: list[Issue]) -> Any:
-        return _build(cls, value, loc, issues, first, last)
 
-    return model_check
+def partial(cls: type[DataclassInstance]) -> Check:
+    """A mapping checked against ``cls`` with every key optional (nested models too): the value is the
+    checked mapping under document keys, not an instance, so a caller can overlay it and build later.
+
+    A key given as ``null`` counts as not given. Unknown keys and bad values are problems as in :func:`model`.
+    """
+
+    def partial_check(value: Any, loc: Loc, issues: list[Issue]) -> Any:
+        return _partial(cls, value, loc, issues)
+
+    return partial_check
+
+
+def _partial(cls: type[DataclassInstance], data: Any, loc: Loc, issues: list[Issue]) -> dict[str, Any]:
+    if not isinstance(data, Mapping):
+        issues.append(Issue(loc, f"Input should be a valid dictionary or instance of {cls.__name__}"))
+        return {}
+    out: dict[str, Any] = {}
+    used: set[str] = set()
+    for field in dataclasses.fields(cls):
+        declared: _Spec | None = field.metadata.get(_SPEC)
+        if declared is None:
+            continue
+        wanted = _key(field)
+        given = wanted if wanted in data else field.name if field.name in data else None
+        if given is None:
+            continue
+        used.add(given)
+        if data[given] is None:
+            continue
+        if isinstance(declared.check, _Model):
+            out[wanted] = _partial(declared.check.cls, data[given], (*loc, given), issues)
+        else:
+            out[wanted] = declared.check(data[given], (*loc, given), issues)
+    _unknown_keys(data, used, loc, issues)
+    return out
+
+
+def _unknown_keys(data: Mapping[Any, Any], used: set[str], loc: Loc, issues: list[Issue]) -> None:
+    for key in data:
+        if not isinstance(key, str):
+            # YAML allows any scalar as a key (``yes:`` is True, ``1:`` is 1).
+            issues.append(Issue((*loc, int(key) if isinstance(key, int) else str(key)), "Keys should be strings"))
+        elif key not in used:
+            issues.append(Issue((*loc, key), UNKNOWN_KEY))
 
 
 def validate(cls: type[T], data: Any, *, first: Before | None = None, last: Callable[[T], T] | None = None) -> T:
@@ -229,12 +289,7 @@ def _build(
             continue
         used.add(given)
         values[field.name] = declared.check(data[given], (*loc, given), issues)
-    for key in data:
-        if not isinstance(key, str):
-            # YAML allows any scalar as a key (``yes:`` is True, ``1:`` is 1).
-            issues.append(Issue((*loc, int(key) if isinstance(key, int) else str(key)), "Keys should be strings"))
-        elif key not in used:
-            issues.append(Issue((*loc, key), UNKNOWN_KEY))
+    _unknown_keys(data, used, loc, issues)
     if len(issues) > seen:
         return None
     built = cls(**values)
@@ -267,6 +322,8 @@ def dump(obj: DataclassInstance, exclude: Collection[str] = ()) -> dict[str, Any
 def _plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dump(value)
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, (tuple, list)):
         return [_plain(item) for item in value]
     return value

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kubegpu.deviceplugin import naming
-from kubegpu.deviceplugin.config import effective, v1
+from kubegpu.deviceplugin.config import effective, flags, v1
 from kubegpu.deviceplugin.config.v1 import ConfigError
 from kubegpu.deviceplugin.plugin import command
 
@@ -490,8 +490,8 @@ documents = st.fixed_dictionaries(
                     {},
                     optional={
                         "deviceListStrategy": st.one_of(
-                            st.sampled_from(effective.DEVICE_LIST_STRATEGIES),
-                            st.lists(st.sampled_from(effective.DEVICE_LIST_STRATEGIES), min_size=1, max_size=3),
+                            st.sampled_from(flags.DEVICE_LIST_STRATEGIES),
+                            st.lists(st.sampled_from(flags.DEVICE_LIST_STRATEGIES), min_size=1, max_size=3),
                         ),
                         "deviceIDStrategy": st.sampled_from(["uuid", "index"]),
                         "passDeviceSpecs": st.booleans(),

@@ -4,8 +4,10 @@ Owns the file schema (``version``, ``flags``, ``resources``, ``sharing``,
 ``imex``), its parsing from YAML or JSON text, NVIDIA's parsing rules and error
 texts (resource-name normalisation, anchored ``*`` patterns, replica and device
 selections, durations) and the :class:`ConfigError` whose message names the key
-path. Every flag in the file is optional (``None`` = "not set here"); merging
-with flags, env vars and defaults is :mod:`kubegpu.deviceplugin.config.effective`'s job.
+path. The file's ``flags`` are checked against the one declaration of every flag
+(:class:`~kubegpu.deviceplugin.config.flags.Flags`) with every key optional and kept
+as given; merging with flags, env vars and defaults is
+:mod:`kubegpu.deviceplugin.config.effective`'s job.
 Pure: parses text it is given, never opens files or reads the environment.
 
 The generic walk (unknown keys, missing keys, strict types, every error with its
@@ -27,7 +29,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from kubegpu.common import durations
 from kubegpu.common.validation import (
     Invalid,
     after,
@@ -37,6 +38,7 @@ from kubegpu.common.validation import (
     model,
     nullable,
     only_known_keys,
+    partial,
     strict_bool,
     strict_int,
     strict_str,
@@ -44,6 +46,7 @@ from kubegpu.common.validation import (
     validate,
 )
 from kubegpu.deviceplugin import naming
+from kubegpu.deviceplugin.config.flags import Flags, flag
 
 VERSION = "v1"
 
@@ -238,74 +241,15 @@ class Sharing:
 class Imex:
     """IMEX channels injected into every allocation."""
 
-    channel_ids: tuple[int, ...] = field(default=(), metadata=checked(tuple_of(strict_int), "channelIDs"))
+    channel_ids: tuple[int, ...] = flag(
+        (), tuple_of(strict_int), "channelIDs", "--imex-channel-ids", "IMEX_CHANNEL_IDS", "intlist",
+        "IMEX channel IDs ([] or [0])",
+    )  # fmt: skip
     """``[]`` or ``[0]``."""
-    required: bool = field(default=False, metadata=checked(strict_bool))
+    required: bool = flag(
+        False, strict_bool, None, "--imex-required", "IMEX_REQUIRED", "bool", "the IMEX channels are required"
+    )
     """Fail at start when a channel's device node is missing (else skip it with a warning)."""
-
-
-_STR = nullable(strict_str)
-_BOOL = nullable(strict_bool)
-
-
-def _one_or_many(value: Any) -> Any:
-    return (value,) if isinstance(value, str) else value
-
-
-@dataclass(frozen=True, kw_only=True)
-class PluginFileFlags:
-    """``flags.plugin`` as a file gives it; every key optional."""
-
-    pass_device_specs: bool | None = field(default=None, metadata=checked(_BOOL, "passDeviceSpecs"))
-    device_list_strategy: tuple[str, ...] | None = field(
-        default=None, metadata=checked(before(_one_or_many, nullable(tuple_of(strict_str))), "deviceListStrategy")
-    )
-    device_id_strategy: str | None = field(default=None, metadata=checked(_STR, "deviceIDStrategy"))
-    cdi_annotation_prefix: str | None = field(default=None, metadata=checked(_STR, "cdiAnnotationPrefix"))
-    nvidia_ctk_path: str | None = field(default=None, metadata=checked(_STR, "nvidiaCTKPath"))
-    container_driver_root: str | None = field(default=None, metadata=checked(_STR, "containerDriverRoot"))
-    shared_devices_allocation_policy: str | None = field(
-        default=None, metadata=checked(_STR, "sharedDevicesAllocationPolicy")
-    )
-    allocation_policy: str | None = field(default=None, metadata=checked(_STR, "allocationPolicy"))
-    health_recovery_quiet_period: str | None = field(
-        default=None, metadata=checked(nullable(before(durations.normalise_seconds)), "healthRecoveryQuietPeriod")
-    )
-
-
-def _sleep_interval(value: Any) -> str:
-    return durations.normalise_duration(value, allow_infinite=True)
-
-
-@dataclass(frozen=True, kw_only=True)
-class GfdFileFlags:
-    """``flags.gfd`` as a file gives it; every key optional."""
-
-    oneshot: bool | None = field(default=None, metadata=checked(_BOOL))
-    no_timestamp: bool | None = field(default=None, metadata=checked(_BOOL, "noTimestamp"))
-    sleep_interval: str | None = field(
-        default=None, metadata=checked(nullable(before(_sleep_interval)), "sleepInterval")
-    )
-    output_file: str | None = field(default=None, metadata=checked(_STR, "outputFile"))
-    machine_type_file: str | None = field(default=None, metadata=checked(_STR, "machineTypeFile"))
-
-
-@dataclass(frozen=True, kw_only=True)
-class FileFlags:
-    """``flags`` as a file gives it; every key optional."""
-
-    mig_strategy: str | None = field(default=None, metadata=checked(_STR, "migStrategy"))
-    fail_on_init_error: bool | None = field(default=None, metadata=checked(_BOOL, "failOnInitError"))
-    nvidia_driver_root: str | None = field(default=None, metadata=checked(_STR, "nvidiaDriverRoot"))
-    nvidia_dev_root: str | None = field(default=None, metadata=checked(_STR, "nvidiaDevRoot"))
-    mps_root: str | None = field(default=None, metadata=checked(_STR, "mpsRoot"))
-    gdrcopy_enabled: bool | None = field(default=None, metadata=checked(_BOOL, "gdrcopyEnabled"))
-    gds_enabled: bool | None = field(default=None, metadata=checked(_BOOL, "gdsEnabled"))
-    mofed_enabled: bool | None = field(default=None, metadata=checked(_BOOL, "mofedEnabled"))
-    use_node_feature_api: bool | None = field(default=None, metadata=checked(_BOOL, "useNodeFeatureAPI"))
-    device_discovery_strategy: str | None = field(default=None, metadata=checked(_STR, "deviceDiscoveryStrategy"))
-    plugin: PluginFileFlags | None = field(default=None, metadata=checked(nullable(model(PluginFileFlags))))
-    gfd: GfdFileFlags | None = field(default=None, metadata=checked(nullable(model(GfdFileFlags))))
 
 
 def _version(value: str) -> str:
@@ -321,7 +265,8 @@ class ConfigFile:
     """A whole ``version: v1`` config file."""
 
     version: str = field(default=VERSION, metadata=checked(after(strict_str, _version)))
-    flags: FileFlags = field(default_factory=FileFlags, metadata=checked(model(FileFlags)))
+    flags: Mapping[str, Any] = field(default_factory=dict, metadata=checked(partial(Flags)))
+    """The ``flags`` section as given (document keys, every key optional); checked against :class:`Flags`."""
     resources: Resources = field(default_factory=Resources, metadata=checked(model(Resources)))
     sharing: Sharing = field(default_factory=Sharing, metadata=checked(model(Sharing)))
     imex: Imex = field(default_factory=Imex, metadata=checked(model(Imex)))

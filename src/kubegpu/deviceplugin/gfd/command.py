@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kubegpu.deviceplugin import atomicfile
-from kubegpu.deviceplugin.config import effective
+from kubegpu.deviceplugin.config import effective, flags
 from kubegpu.deviceplugin.config.effective import Config
 from kubegpu.deviceplugin.config.v1 import ConfigError
 from kubegpu.deviceplugin.gfd import labels
@@ -46,7 +46,7 @@ def parser() -> argparse.ArgumentParser:
 def machine_type(cfg: Config, machine: Machine | None, simulated: bool) -> str:
     """The DMI product name: a simulated machine's own unless a file was named; ``unknown`` when unreadable."""
     path = cfg.flags.gfd.machine_type_file
-    if simulated and machine is not None and path == effective.DEFAULT_MACHINE_TYPE_FILE:
+    if simulated and machine is not None and path == flags.DEFAULT_MACHINE_TYPE_FILE:
         return machine.machine_type
     try:
         return Path(path).read_text().strip() or "unknown"
