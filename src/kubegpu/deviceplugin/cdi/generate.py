@@ -84,14 +84,14 @@ def device_name(gpu: Gpu, mig: MigDevice | None, id_strategy: str) -> str:
 
 def _node(path: str, dev_root: str) -> DeviceNode:
     host = responses.host_path(dev_root, path)
-    return DeviceNode.model_validate({"path": path} if host == path else {"path": path, "hostPath": host})
+    return DeviceNode(path=path, host_path=None if host == path else host)
 
 
 def _hook(options: CdiOptions, name: str, *args: str) -> Hook:
     # nvidia-ctk takes hooks as a subcommand; the standalone nvidia-cdi-hook takes them directly.
     binary = posixpath.basename(options.hook_path)
     argv = [binary, "hook", name, *args] if binary == "nvidia-ctk" else [binary, name, *args]
-    return Hook.model_validate({"hookName": "createContainer", "path": options.hook_path, "args": argv})
+    return Hook(hook_name="createContainer", path=options.hook_path, args=tuple(argv))
 
 
 def gpu_devices(machine: Machine, options: CdiOptions, minors: mig_caps.MigMinors) -> list[Device]:
@@ -102,7 +102,7 @@ def gpu_devices(machine: Machine, options: CdiOptions, minors: mig_caps.MigMinor
             out.append(
                 Device(
                     name=device_name(gpu, None, options.device_id_strategy),
-                    containerEdits=ContainerEdits(deviceNodes=(_node(gpu.device_node, options.dev_root),)),
+                    container_edits=ContainerEdits(device_nodes=(_node(gpu.device_node, options.dev_root),)),
                 )
             )
         if not gpu.mig_enabled:
@@ -112,7 +112,7 @@ def gpu_devices(machine: Machine, options: CdiOptions, minors: mig_caps.MigMinor
             out.append(
                 Device(
                     name=device_name(gpu, mig, options.device_id_strategy),
-                    containerEdits=ContainerEdits(deviceNodes=tuple(_node(p, options.dev_root) for p in paths)),
+                    container_edits=ContainerEdits(device_nodes=tuple(_node(p, options.dev_root) for p in paths)),
                 )
             )
     return out
@@ -123,8 +123,8 @@ def common_edits(machine: Machine, options: CdiOptions, host: HostFiles) -> Cont
     nodes = [_node(p, options.dev_root) for p in CONTROL_NODES if p in host.control_nodes]
     mounts = [
         Mount(
-            hostPath=posixpath.join(options.driver_root, lib.lstrip("/")),
-            containerPath=lib,
+            host_path=posixpath.join(options.driver_root, lib.lstrip("/")),
+            container_path=lib,
             options=LIBRARY_MOUNT_OPTIONS,
         )
         for lib in host.libraries
@@ -142,7 +142,7 @@ def common_edits(machine: Machine, options: CdiOptions, host: HostFiles) -> Cont
         hooks.append(_hook(options, "disable-device-node-modification"))
     return ContainerEdits(
         env=("NVIDIA_VISIBLE_DEVICES=void",),
-        deviceNodes=tuple(nodes) or None,
+        device_nodes=tuple(nodes) or None,
         mounts=tuple(mounts) or None,
         hooks=tuple(hooks) or None,
     )
@@ -150,14 +150,8 @@ def common_edits(machine: Machine, options: CdiOptions, host: HostFiles) -> Cont
 
 def _finish(kind: str, devices: Sequence[Device], common: ContainerEdits | None) -> Spec:
     """A spec at the oldest version that expresses its content (as NVIDIA's library chooses)."""
-    draft = Spec.model_construct(
-        cdi_version=schema.CURRENT_VERSION,
-        kind=kind,
-        annotations=None,
-        devices=tuple(devices),
-        container_edits=common,
-    )
-    return Spec(cdiVersion=schema.required_version(draft), kind=kind, devices=tuple(devices), containerEdits=common)
+    draft = Spec(cdi_version=schema.CURRENT_VERSION, kind=kind, devices=tuple(devices), container_edits=common)
+    return Spec(cdi_version=schema.required_version(draft), kind=kind, devices=tuple(devices), container_edits=common)
 
 
 def gpu_spec(
@@ -175,7 +169,7 @@ def imex_spec(channels: Sequence[int], options: CdiOptions) -> Spec | None:
     devices = [
         Device(
             name=str(c),
-            containerEdits=ContainerEdits(deviceNodes=(_node(responses.imex_channel_node(c), options.dev_root),)),
+            container_edits=ContainerEdits(device_nodes=(_node(responses.imex_channel_node(c), options.dev_root),)),
         )
         for c in channels
     ]
@@ -187,7 +181,7 @@ def feature_spec(feature: str, nodes: Sequence[str], options: CdiOptions) -> Spe
     if not nodes:
         return None
     device = Device(
-        name="all", containerEdits=ContainerEdits(deviceNodes=tuple(_node(n, options.dev_root) for n in nodes))
+        name="all", container_edits=ContainerEdits(device_nodes=tuple(_node(n, options.dev_root) for n in nodes))
     )
     return _finish(f"{VENDOR}/{feature}", [device], None)
 

@@ -13,11 +13,26 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
-
-from kubegpu.common.validation import format_errors
+from kubegpu.common.validation import (
+    Check,
+    Invalid,
+    Issue,
+    Loc,
+    after,
+    checked,
+    dump,
+    model,
+    nullable,
+    strict_bool,
+    strict_int,
+    strict_str,
+    tuple_of,
+    validate,
+)
 
 #: Spec versions the Go library knows, oldest first (0.3.0 is the earliest it still loads).
 VERSIONS = ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0")
@@ -29,122 +44,161 @@ _KIND = re.compile(rf"({_SEGMENT})/({_SEGMENT})")
 _DEVICE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.:-]*[A-Za-z0-9])?")
 _ENV = re.compile(r"[^=\s]+=.*", re.DOTALL)
 
-Str = Annotated[str, Strict()]
-UInt32 = Annotated[int, Strict(), Field(ge=0, le=4294967295)]
-Int64 = Annotated[int, Strict(), Field(ge=-(2**63), le=2**63 - 1)]
-
-_MODEL = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
 
 class CdiError(ValueError):
     """A CDI document that the Go loader (or our stricter rules) would reject; names the key path."""
 
 
-class DeviceNode(BaseModel):
-    model_config = _MODEL
+# --- field checks ---------------------------------------------------------------------------
 
-    path: Str
-    host_path: Str | None = Field(default=None, alias="hostPath")
-    type: Str | None = None
-    major: Int64 | None = None
-    minor: Int64 | None = None
-    file_mode: UInt32 | None = Field(default=None, alias="fileMode")
-    permissions: Str | None = None
-    uid: UInt32 | None = None
-    gid: UInt32 | None = None
 
-    @field_validator("path", "host_path")
-    @classmethod
-    def _absolute(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith("/"):
-            raise ValueError(f"device node path {value!r} must be absolute")
+def _rule(rule: Callable[[Any], None]) -> Callable[[Any], Any]:
+    """A ``ValueError``-raising rule as a conversion that keeps the value (for :func:`after`)."""
+
+    def convert(value: Any) -> Any:
+        rule(value)
         return value
 
-    @field_validator("type")
-    @classmethod
-    def _type(cls, value: str | None) -> str | None:
-        if value not in (None, "", "b", "c", "u", "p"):
-            raise ValueError(f"invalid device node type {value!r}: must be one of b, c, u, p")
+    return convert
+
+
+def _int_range(low: int, high: int) -> Check:
+    def in_range(value: int) -> None:
+        if value < low:
+            raise ValueError(f"Input should be greater than or equal to {low}")
+        if value > high:
+            raise ValueError(f"Input should be less than or equal to {high}")
+
+    return after(strict_int, _rule(in_range))
+
+
+def _str_map(value: Any, loc: Loc, issues: list[Issue]) -> Any:
+    if not isinstance(value, Mapping):
+        issues.append(Issue(loc, "Input should be a valid dictionary"))
         return value
-
-    @field_validator("permissions")
-    @classmethod
-    def _permissions(cls, value: str | None) -> str | None:
-        if value and (set(value) - set("rwm") or len(set(value)) != len(value)):
-            raise ValueError(f"invalid device node permissions {value!r}: letters r, w, m, each at most once")
-        return value
+    return {k: strict_str(v, (*loc, k), issues) for k, v in value.items()}
 
 
-class Mount(BaseModel):
-    model_config = _MODEL
-
-    host_path: Str = Field(alias="hostPath")
-    container_path: Str = Field(alias="containerPath")
-    options: tuple[Str, ...] | None = None
-    type: Str | None = None
+def _absolute(value: str) -> None:
+    if not value.startswith("/"):
+        raise ValueError(f"device node path {value!r} must be absolute")
 
 
-class Hook(BaseModel):
-    model_config = _MODEL
-
-    hook_name: Str = Field(alias="hookName")
-    path: Str
-    args: tuple[Str, ...] | None = None
-    env: tuple[Str, ...] | None = None
-    timeout: UInt32 | None = None
-
-    @field_validator("hook_name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if value not in HOOK_NAMES:
-            raise ValueError(f"invalid hook name {value!r}: must be one of {', '.join(HOOK_NAMES)}")
-        return value
-
-    @field_validator("env")
-    @classmethod
-    def _env(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        return _check_env(value)
+def _node_type(value: str) -> None:
+    if value not in ("", "b", "c", "u", "p"):
+        raise ValueError(f"invalid device node type {value!r}: must be one of b, c, u, p")
 
 
-class NetDevice(BaseModel):
-    model_config = _MODEL
-
-    host_interface_name: Str = Field(alias="hostInterfaceName")
-    name: Str
+def _permissions(value: str) -> None:
+    if value and (set(value) - set("rwm") or len(set(value)) != len(value)):
+        raise ValueError(f"invalid device node permissions {value!r}: letters r, w, m, each at most once")
 
 
-class IntelRdt(BaseModel):
-    model_config = _MODEL
-
-    clos_id: Str | None = Field(default=None, alias="closID")
-    l3_cache_schema: Str | None = Field(default=None, alias="l3CacheSchema")
-    mem_bw_schema: Str | None = Field(default=None, alias="memBwSchema")
-    schemata: tuple[Str, ...] | None = None
-    enable_monitoring: Annotated[bool, Strict()] | None = Field(default=None, alias="enableMonitoring")
+def _hook_name(value: str) -> None:
+    if value not in HOOK_NAMES:
+        raise ValueError(f"invalid hook name {value!r}: must be one of {', '.join(HOOK_NAMES)}")
 
 
-def _check_env(value: tuple[str, ...] | None) -> tuple[str, ...] | None:
-    for entry in value or ():
+def _env_entries(value: tuple[str, ...]) -> None:
+    for entry in value:
         if not _ENV.fullmatch(entry):
             raise ValueError(f"invalid env entry {entry!r}: must be KEY=VALUE")
-    return value
 
 
-class ContainerEdits(BaseModel):
-    model_config = _MODEL
+def _device_name(value: str) -> None:
+    if not _DEVICE_NAME.fullmatch(value):
+        raise ValueError(
+            f"invalid device name {value!r}: alphanumerics first and last, then letters, digits, '_', '.', ':', '-'"
+        )
 
-    env: tuple[Str, ...] | None = None
-    device_nodes: tuple[DeviceNode, ...] | None = Field(default=None, alias="deviceNodes")
-    mounts: tuple[Mount, ...] | None = None
-    hooks: tuple[Hook, ...] | None = None
-    net_devices: tuple[NetDevice, ...] | None = Field(default=None, alias="netDevices")
-    intel_rdt: IntelRdt | None = Field(default=None, alias="intelRdt")
-    additional_gids: tuple[UInt32, ...] | None = Field(default=None, alias="additionalGids")
 
-    @field_validator("env")
-    @classmethod
-    def _env(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        return _check_env(value)
+def _cdi_version(value: str) -> None:
+    if value not in VERSIONS:
+        raise ValueError(f"unsupported cdiVersion {value!r}: one of {', '.join(VERSIONS)}")
+
+
+def _kind(value: str) -> None:
+    match = _KIND.fullmatch(value)
+    if match is None:
+        raise ValueError(f"invalid kind {value!r}: must be <vendor>/<class>")
+    if len(match[2]) > 63:
+        raise ValueError(f"invalid kind {value!r}: the class is longer than 63 characters")
+
+
+_STR = nullable(strict_str)
+_UINT32 = _int_range(0, 4294967295)
+_INT64 = _int_range(-(2**63), 2**63 - 1)
+_ENVS = after(tuple_of(strict_str), _rule(_env_entries))
+
+
+def _optional(check: Check, key: str | None = None) -> dict[str, Any]:
+    """The metadata of an optional field (absent or ``null`` = ``None``, left out of dumps)."""
+    return checked(nullable(check), key)
+
+
+# --- the model ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceNode:
+    path: str = field(metadata=checked(after(strict_str, _rule(_absolute))))
+    host_path: str | None = field(default=None, metadata=_optional(after(strict_str, _rule(_absolute)), "hostPath"))
+    type: str | None = field(default=None, metadata=_optional(after(strict_str, _rule(_node_type))))
+    major: int | None = field(default=None, metadata=_optional(_INT64))
+    minor: int | None = field(default=None, metadata=_optional(_INT64))
+    file_mode: int | None = field(default=None, metadata=_optional(_UINT32, "fileMode"))
+    permissions: str | None = field(default=None, metadata=_optional(after(strict_str, _rule(_permissions))))
+    uid: int | None = field(default=None, metadata=_optional(_UINT32))
+    gid: int | None = field(default=None, metadata=_optional(_UINT32))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mount:
+    host_path: str = field(metadata=checked(strict_str, "hostPath"))
+    container_path: str = field(metadata=checked(strict_str, "containerPath"))
+    options: tuple[str, ...] | None = field(default=None, metadata=_optional(tuple_of(strict_str)))
+    type: str | None = field(default=None, metadata=_optional(strict_str))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hook:
+    hook_name: str = field(metadata=checked(after(strict_str, _rule(_hook_name)), "hookName"))
+    path: str = field(metadata=checked(strict_str))
+    args: tuple[str, ...] | None = field(default=None, metadata=_optional(tuple_of(strict_str)))
+    env: tuple[str, ...] | None = field(default=None, metadata=_optional(_ENVS))
+    timeout: int | None = field(default=None, metadata=_optional(_UINT32))
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetDevice:
+    host_interface_name: str = field(metadata=checked(strict_str, "hostInterfaceName"))
+    name: str = field(metadata=checked(strict_str))
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntelRdt:
+    clos_id: str | None = field(default=None, metadata=_optional(strict_str, "closID"))
+    l3_cache_schema: str | None = field(default=None, metadata=_optional(strict_str, "l3CacheSchema"))
+    mem_bw_schema: str | None = field(default=None, metadata=_optional(strict_str, "memBwSchema"))
+    schemata: tuple[str, ...] | None = field(default=None, metadata=_optional(tuple_of(strict_str)))
+    enable_monitoring: bool | None = field(default=None, metadata=_optional(strict_bool, "enableMonitoring"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainerEdits:
+    env: tuple[str, ...] | None = field(default=None, metadata=_optional(_ENVS))
+    device_nodes: tuple[DeviceNode, ...] | None = field(
+        default=None, metadata=_optional(tuple_of(model(DeviceNode)), "deviceNodes")
+    )
+    mounts: tuple[Mount, ...] | None = field(default=None, metadata=_optional(tuple_of(model(Mount))))
+    hooks: tuple[Hook, ...] | None = field(default=None, metadata=_optional(tuple_of(model(Hook))))
+    net_devices: tuple[NetDevice, ...] | None = field(
+        default=None, metadata=_optional(tuple_of(model(NetDevice)), "netDevices")
+    )
+    intel_rdt: IntelRdt | None = field(default=None, metadata=_optional(model(IntelRdt), "intelRdt"))
+    additional_gids: tuple[int, ...] | None = field(
+        default=None, metadata=_optional(tuple_of(_UINT32), "additionalGids")
+    )
 
     @property
     def empty(self) -> bool:
@@ -161,68 +215,33 @@ class ContainerEdits(BaseModel):
         )
 
 
-class Device(BaseModel):
-    model_config = _MODEL
-
-    name: Str
-    annotations: dict[str, Str] | None = None
-    container_edits: ContainerEdits = Field(alias="containerEdits")
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not _DEVICE_NAME.fullmatch(value):
-            raise ValueError(
-                f"invalid device name {value!r}: alphanumerics first and last, then letters, digits, '_', '.', ':', '-'"
-            )
-        return value
+@dataclass(frozen=True, kw_only=True)
+class Device:
+    name: str = field(metadata=checked(after(strict_str, _rule(_device_name))))
+    annotations: dict[str, str] | None = field(default=None, metadata=_optional(_str_map))
+    container_edits: ContainerEdits = field(metadata=checked(model(ContainerEdits), "containerEdits"))
 
 
-class Spec(BaseModel):
+def _devices(value: tuple[Device, ...]) -> None:
+    if not value:
+        raise ValueError("a spec needs at least one device")
+    names = [d.name for d in value]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"duplicate device names: {', '.join(duplicates)}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spec:
     """A whole CDI spec file."""
 
-    model_config = _MODEL
-
-    cdi_version: Str = Field(alias="cdiVersion")
-    kind: Str
-    annotations: dict[str, Str] | None = None
-    devices: tuple[Device, ...]
-    container_edits: ContainerEdits | None = Field(default=None, alias="containerEdits")
-
-    @field_validator("cdi_version")
-    @classmethod
-    def _version(cls, value: str) -> str:
-        if value not in VERSIONS:
-            raise ValueError(f"unsupported cdiVersion {value!r}: one of {', '.join(VERSIONS)}")
-        return value
-
-    @field_validator("kind")
-    @classmethod
-    def _kind(cls, value: str) -> str:
-        match = _KIND.fullmatch(value)
-        if match is None:
-            raise ValueError(f"invalid kind {value!r}: must be <vendor>/<class>")
-        if len(match[2]) > 63:
-            raise ValueError(f"invalid kind {value!r}: the class is longer than 63 characters")
-        return value
-
-    @field_validator("devices")
-    @classmethod
-    def _devices(cls, value: tuple[Device, ...]) -> tuple[Device, ...]:
-        if not value:
-            raise ValueError("a spec needs at least one device")
-        names = [d.name for d in value]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"duplicate device names: {', '.join(duplicates)}")
-        return value
-
-    @model_validator(mode="after")
-    def _version_covers_content(self) -> Spec:
-        needed = required_version(self)
-        if VERSIONS.index(self.cdi_version) < VERSIONS.index(needed):
-            raise ValueError(f"cdiVersion {self.cdi_version} is too old for this content: it needs {needed}")
-        return self
+    cdi_version: str = field(metadata=checked(after(strict_str, _rule(_cdi_version)), "cdiVersion"))
+    kind: str = field(metadata=checked(after(strict_str, _rule(_kind))))
+    annotations: dict[str, str] | None = field(default=None, metadata=_optional(_str_map))
+    devices: tuple[Device, ...] = field(metadata=checked(after(tuple_of(model(Device)), _rule(_devices))))
+    container_edits: ContainerEdits | None = field(
+        default=None, metadata=_optional(model(ContainerEdits), "containerEdits")
+    )
 
     @property
     def vendor(self) -> str:
@@ -237,10 +256,17 @@ class Spec(BaseModel):
         return tuple(f"{self.kind}={d.name}" for d in self.devices)
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return dump(self)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2) + "\n"
+
+
+def _version_covers_content(spec: Spec) -> Spec:
+    needed = required_version(spec)
+    if VERSIONS.index(spec.cdi_version) < VERSIONS.index(needed):
+        raise ValueError(f"cdiVersion {spec.cdi_version} is too old for this content: it needs {needed}")
+    return spec
 
 
 def _edits(spec: Spec) -> list[ContainerEdits]:
@@ -282,9 +308,9 @@ def parse(data: Any, source: str = "<spec>") -> Spec:
     if not isinstance(data, dict):
         raise CdiError(f"{source}: a CDI spec must be a JSON object")
     try:
-        return Spec.model_validate(data)
-    except ValidationError as exc:
-        raise CdiError(f"{source}: " + "; ".join(format_errors(exc))) from None
+        return validate(Spec, data, last=_version_covers_content)
+    except Invalid as exc:
+        raise CdiError(f"{source}: {exc}") from None
 
 
 def parse_text(text: str, source: str = "<spec>") -> Spec:

@@ -11,9 +11,8 @@ as given; merging with flags, env vars and defaults is
 Pure: parses text it is given, never opens files or reads the environment.
 
 The generic walk (unknown keys, missing keys, strict types, every error with its
-key path) is :mod:`kubegpu.common.validation`'s; this module must not
-import pydantic (the plugin's memory target), and imports PyYAML only when text
-is parsed.
+key path) is :mod:`kubegpu.common.validation`'s; this module imports PyYAML
+only when text is parsed.
 
 Deliberate differences from NVIDIA (documented in the README): unknown keys are
 errors naming their path (NVIDIA's YAML decoder silently drops them), and the
