@@ -33,6 +33,7 @@ from kubegpu.common.validation import (
     tuple_of,
     validate,
 )
+from kubegpu.deviceplugin.errors import DevicePluginError
 
 #: Spec versions the Go library knows, oldest first (0.3.0 is the earliest it still loads).
 VERSIONS = ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0")
@@ -45,7 +46,7 @@ _DEVICE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.:-]*[A-Za-z0-9])?")
 _ENV = re.compile(r"[^=\s]+=.*", re.DOTALL)
 
 
-class CdiError(ValueError):
+class CdiError(DevicePluginError, ValueError):
     """A CDI document that the Go loader (or our stricter rules) would reject; names the key path."""
 
 

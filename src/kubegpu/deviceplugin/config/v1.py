@@ -46,6 +46,7 @@ from kubegpu.common.validation import (
 )
 from kubegpu.deviceplugin import naming
 from kubegpu.deviceplugin.config.flags import Flags, flag
+from kubegpu.deviceplugin.errors import DevicePluginError
 
 VERSION = "v1"
 
@@ -56,7 +57,7 @@ _GPU_INDEX = re.compile(r"[0-9]+")
 _MIG_INDEX = re.compile(r"[0-9]+:[0-9]+")
 
 
-class ConfigError(ValueError):
+class ConfigError(DevicePluginError, ValueError):
     """Bad configuration. The message names the source (file, flag or env var), the key path and the rule."""
 
 

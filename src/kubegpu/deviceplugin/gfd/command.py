@@ -26,6 +26,7 @@ from kubegpu.deviceplugin import atomicfile
 from kubegpu.deviceplugin.config import effective, flags
 from kubegpu.deviceplugin.config.effective import Config
 from kubegpu.deviceplugin.config.v1 import ConfigError
+from kubegpu.deviceplugin.errors import DevicePluginError
 from kubegpu.deviceplugin.gfd import labels
 from kubegpu.deviceplugin.signals import Signals
 from kubegpu.gpu.model import Machine
@@ -109,7 +110,10 @@ def _label_once(cfg: Config) -> int:
     except errors.ProfileError as exc:
         print(f"kubegpu labels: error: {exc}", file=sys.stderr)
         return 2
-    except (errors.GpuError, labels.LabelError) as exc:
+    except errors.GpuError as exc:
+        print(f"kubegpu labels: {exc}", file=sys.stderr)
+        return 1
+    except DevicePluginError as exc:
         print(f"kubegpu labels: {exc}", file=sys.stderr)
         return 1
     if output == "-":

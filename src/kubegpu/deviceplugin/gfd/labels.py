@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from kubegpu.deviceplugin.config.effective import Config
 from kubegpu.deviceplugin.config.v1 import ReplicatedResource
+from kubegpu.deviceplugin.errors import DevicePluginError
 from kubegpu.deviceplugin.rm import resource_map
 from kubegpu.gpu.model import Gpu, Machine, MigDevice
 
@@ -30,7 +31,7 @@ GPU = f"{PREFIX}/gpu"
 _UNSAFE = re.compile(r"[^A-Za-z0-9\-_. ]")
 
 
-class LabelError(ValueError):
+class LabelError(DevicePluginError, ValueError):
     """The machine cannot be labelled (bad driver version, MPS with MIG enabled)."""
 
 

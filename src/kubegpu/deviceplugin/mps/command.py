@@ -24,6 +24,7 @@ from pathlib import Path
 from kubegpu.deviceplugin.config import effective
 from kubegpu.deviceplugin.config.effective import Config
 from kubegpu.deviceplugin.config.v1 import ConfigError
+from kubegpu.deviceplugin.errors import DevicePluginError
 from kubegpu.deviceplugin.mps import control
 from kubegpu.deviceplugin.rm import resource_map
 from kubegpu.deviceplugin.signals import Signals
@@ -106,23 +107,34 @@ def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
             try:
                 cfg = _load(args, env)
                 daemons = _daemons(cfg, args)
-            except (ConfigError, errors.ProfileError) as exc:
-                print(f"kubegpu mps-daemon: error: {exc}", file=sys.stderr)
-                return 2
-            except (resource_map.ResourceMapError, errors.GpuError) as exc:
-                print(f"kubegpu mps-daemon: {exc}", file=sys.stderr)
-                return 1
+            except ConfigError as exc:
+                return _bad_input(exc)
+            except errors.ProfileError as exc:
+                return _bad_input(exc)
+            except DevicePluginError as exc:
+                return _failed(exc)
+            except errors.GpuError as exc:
+                return _failed(exc)
             root = Path(cfg.flags.mps_root or "/")
             if not daemons:
                 log.info("no resource is shared with MPS; nothing to start")
             try:
                 _start(daemons, root)
-            except control.MpsError as exc:
-                print(f"kubegpu mps-daemon: {exc}", file=sys.stderr)
-                return 1
+            except DevicePluginError as exc:
+                return _failed(exc)
             signals.sleep(math.inf)
             _stop(daemons, root)
             if signals.stop:
                 return 0
             signals.hangup = False
             log.info("restarting MPS daemons (SIGHUP)")
+
+
+def _bad_input(exc: Exception) -> int:
+    print(f"kubegpu mps-daemon: error: {exc}", file=sys.stderr)
+    return 2
+
+
+def _failed(exc: Exception) -> int:
+    print(f"kubegpu mps-daemon: {exc}", file=sys.stderr)
+    return 1

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kubegpu.deviceplugin.errors import DevicePluginError
 from kubegpu.deviceplugin.rm.resource_map import ResourceMap
 from kubegpu.gpu.model import Machine
 
@@ -36,7 +37,7 @@ PIPE_ENV = "CUDA_MPS_PIPE_DIRECTORY"
 LOG_ENV = "CUDA_MPS_LOG_DIRECTORY"
 
 
-class MpsError(RuntimeError):
+class MpsError(DevicePluginError):
     """A control-program or nvidia-smi call failed; the message names the command and its output."""
 
 

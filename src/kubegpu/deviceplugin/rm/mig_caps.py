@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kubegpu.deviceplugin.errors import DevicePluginError
+
 #: Relative to the proc root (``/proc``).
 MIG_MINORS = "driver/nvidia-caps/mig-minors"
 CAPS_DIR = "/dev/nvidia-caps"
@@ -32,7 +34,7 @@ _GIS_PER_GPU = 15
 _CIS_PER_GI = 8
 
 
-class MigCapsError(ValueError):
+class MigCapsError(DevicePluginError, ValueError):
     """A MIG device's capability minor is missing from the table."""
 
 

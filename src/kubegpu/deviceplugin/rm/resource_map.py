@@ -27,6 +27,7 @@ from kubegpu.deviceplugin import naming
 from kubegpu.deviceplugin.config import v1
 from kubegpu.deviceplugin.config.effective import Config
 from kubegpu.deviceplugin.config.v1 import ReplicatedResource
+from kubegpu.deviceplugin.errors import DevicePluginError
 from kubegpu.deviceplugin.rm import devices, mig_caps
 from kubegpu.deviceplugin.rm.devices import Device
 from kubegpu.deviceplugin.rm.resources import Resource
@@ -39,7 +40,7 @@ MPS_MAX_CLIENTS_OLD = 16
 _STANDARD_PROFILE = re.compile(r"\d+g\.\d+gb(?:[+-].*)?")
 
 
-class ResourceMapError(ValueError):
+class ResourceMapError(DevicePluginError, ValueError):
     """The machine cannot be advertised under this config; the message is NVIDIA's startup error."""
 
 
