@@ -35,10 +35,10 @@ import grpc
 
 from kubegpu.api import constants
 from kubegpu.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from kubegpu.demo.localnode import LocalNode, free_port
 from kubegpu.gpu import faults, profiles
 from kubegpu.gpu.model import Machine
 from kubegpu.kubelet import client
-from kubegpu.localnode import LocalNode, free_port
 
 RESOURCE = "nvidia.com/gpu"
 

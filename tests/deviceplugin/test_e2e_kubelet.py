@@ -1,5 +1,5 @@
 """End to end: ``kubegpu plugin`` and ``kubegpu kubelet`` (the emulator) as separate processes on a temp socket dir
-(:class:`kubegpu.localnode.LocalNode`).
+(:class:`kubegpu.demo.localnode.LocalNode`).
 
 Driven only through the CLIs a user has: ``kubegpu kubelet status/admit``, ``kubegpu fault``, signals.
 """
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from kubegpu.demo.localnode import LocalNode
 from kubegpu.gpu import profiles
-from kubegpu.localnode import LocalNode
 
 pytestmark = pytest.mark.e2e
 

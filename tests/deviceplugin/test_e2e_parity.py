@@ -1,5 +1,5 @@
 """End to end, one config per NVIDIA-parity feature: ``kubegpu plugin`` and ``kubegpu kubelet`` as separate
-processes (:class:`kubegpu.localnode.LocalNode`), asserting what the emulator shows (``status``, ``admit``).
+processes (:class:`kubegpu.demo.localnode.LocalNode`), asserting what the emulator shows (``status``, ``admit``).
 
 MIG mixed, time-slicing renamed with ``failRequestsGreaterThanOne``, MPS with ``kubegpu mps-daemon``, each
 device-list strategy, ``--device-id-strategy index``, ``--pass-device-specs`` with an injected dev root, an XID
@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
+from kubegpu.demo.localnode import LocalNode, pod_manifest
 from kubegpu.gpu import faults, profiles
 from kubegpu.kubelet import errors as kubelet_errors
-from kubegpu.localnode import LocalNode, pod_manifest
 from tests.deviceplugin.fixtures import fake_mps
 
 pytestmark = pytest.mark.e2e

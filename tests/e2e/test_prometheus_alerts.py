@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubegpu.localnode import free_port
+from kubegpu.demo.localnode import free_port
 from tests.conftest import REPO
 from tests.monitoring.exporter_process import ExporterProcess, fault, get, wait_for
 

@@ -1,5 +1,5 @@
 """End to end: the kubelet emulator, the device plugin and the exporter as three processes
-(:class:`kubegpu.localnode.LocalNode`).
+(:class:`kubegpu.demo.localnode.LocalNode`).
 
 A pod admitted with 2 GPUs through ``kubegpu kubelet admit`` appears in the emulator's pod-resources
 API; the exporter, pointed at that socket, labels exactly those 2 GPUs' series with the pod.
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from kubegpu.demo.localnode import LocalNode
 from kubegpu.gpu import profiles
-from kubegpu.localnode import LocalNode
 from tests.monitoring import exposition
 from tests.monitoring.exporter_process import scrape, wait_for
 

@@ -17,9 +17,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubegpu.api.deviceplugin.v1beta1 import api_pb2
+from kubegpu.demo.localnode import free_port
 from kubegpu.deviceplugin.plugin.metrics import RPC_BUCKETS, PluginMetrics
 from kubegpu.gpu import faults, profiles
-from kubegpu.localnode import free_port
 from tests.conftest import REPO
 from tests.deviceplugin.fake_kubelet import FakeKubelet
 

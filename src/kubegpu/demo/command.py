@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubegpu.demo.localnode import LocalNode, NodeError, pod_manifest
 from kubegpu.gpu import errors as gpu_errors
 from kubegpu.gpu import faults, profiles
 from kubegpu.gpu.model import Machine
-from kubegpu.localnode import LocalNode, NodeError, pod_manifest
 
 RESOURCE = "nvidia.com/gpu"
 

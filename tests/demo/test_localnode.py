@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubegpu.localnode import LocalNode, NodeError
+from kubegpu.demo.localnode import LocalNode, NodeError
 
 pytestmark = pytest.mark.e2e
 
