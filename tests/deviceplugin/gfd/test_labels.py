@@ -6,14 +6,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from kubegpu.deviceplugin.gfd import labels
 from tests.deviceplugin.fixtures.build import machine, plugin_config, profile
+from tests.polling import wait_until
 
 
 def label(
@@ -205,15 +204,6 @@ def test_labels_bad_input_exits_2(args: list[str], code: int, message: str) -> N
     assert message in result.stderr
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
-
-
 def start_loop(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "kubegpu", "labels", "--machine", "dgx-a100", *args],
@@ -229,13 +219,13 @@ def test_loop_relabels_reloads_on_sighup_and_removes_the_file_on_sigterm(tmp_pat
     config_file.write_text("flags: {migStrategy: none}\n")
     proc = start_loop("--sleep-interval", "200ms", "--output", str(out), "--config-file", str(config_file))
     try:
-        wait_for(out.exists)
+        wait_until(out.exists, within=60.0)
         first = out.stat().st_ino
-        wait_for(lambda: out.exists() and out.stat().st_ino != first)  # rewritten by the next round
+        wait_until(lambda: out.exists() and out.stat().st_ino != first, within=60.0)  # rewritten by the next round
         assert "nvidia.com/mig.strategy" not in out.read_text()
         config_file.write_text("flags: {migStrategy: mixed}\n")
         proc.send_signal(signal.SIGHUP)
-        wait_for(lambda: out.exists() and "nvidia.com/mig.strategy=mixed" in out.read_text())
+        wait_until(lambda: out.exists() and "nvidia.com/mig.strategy=mixed" in out.read_text(), within=60.0)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
         assert not out.exists()
@@ -248,7 +238,7 @@ def test_infinite_interval_labels_once_and_keeps_the_file(tmp_path: Path) -> Non
     out = tmp_path / "gfd"
     proc = start_loop("--sleep-interval", "infinite", "--output", str(out))
     try:
-        wait_for(out.exists)
+        wait_until(out.exists, within=60.0)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
         assert "nvidia.com/gpu.count=8" in out.read_text()

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from kubegpu.deviceplugin.mps import control
 from kubegpu.deviceplugin.rm import resource_map
 from tests.deviceplugin.fixtures import fake_mps
 from tests.deviceplugin.fixtures.build import plugin_config, profile
+from tests.polling import wait_until
 
 
 @pytest.fixture
@@ -154,15 +154,6 @@ def test_daemon_against_the_fake_control_program(tmp_path: Path, fakes: dict[str
 # --- the command ----------------------------------------------------------------------------
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
-
-
 def daemon_command(
     tmp_path: Path, fakes: dict[str, Path], text: str, *extra: str, env: dict[str, str] | None = None
 ) -> tuple[list[str], dict[str, str], Path]:
@@ -182,7 +173,7 @@ def test_mps_daemon_starts_restarts_on_sighup_and_stops_on_sigterm(tmp_path: Pat
     argv, env, root = daemon_command(tmp_path, fakes, text)
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for((root / ".ready").exists)
+        wait_until((root / ".ready").exists, within=60.0)
         assert (root / "nvidia.com/gpu.shared/.started").exists()
         first = [c for c in calls(fakes["record"]) if c["prog"] == "nvidia-cuda-mps-control"]
         assert [c["stdin"].strip() or c["argv"][0] for c in first] == [
@@ -193,7 +184,10 @@ def test_mps_daemon_starts_restarts_on_sighup_and_stops_on_sigterm(tmp_path: Pat
         assert first[0]["pipe"] == str(root / "nvidia.com/gpu.shared/pipe")
 
         proc.send_signal(signal.SIGHUP)
-        wait_for(lambda: sum(c["argv"] == ["-d"] for c in calls(fakes["record"])) == 2 and (root / ".ready").exists())
+        wait_until(
+            lambda: sum(c["argv"] == ["-d"] for c in calls(fakes["record"])) == 2 and (root / ".ready").exists(),
+            within=60.0,
+        )
 
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0

@@ -15,6 +15,7 @@ from kubegpu.gpu import faults
 from kubegpu.gpu.backend import HealthEvent
 from kubegpu.gpu.simulated import SimulatedBackend
 from tests.deviceplugin.fixtures.build import plugin_config
+from tests.polling import eventually
 
 DEADLINE_S = 10.0
 
@@ -45,8 +46,7 @@ async def run_monitor(fault_file: Path, quiet: float | None = None) -> tuple[Hea
     monitor = HealthMonitor(backend, served, health.HealthBook(quiet_period_s=quiet))
     sink = Sink(served[0])
     monitor.attach(sink)
-    monitor.start()
-    await asyncio.sleep(0.05)  # let the backend open its journal
+    monitor.start()  # the backend reads its journal from where it stood when it was made: nothing to wait for
     return monitor, sink, [g.uuid for g in machine.gpus]
 
 
@@ -156,6 +156,6 @@ async def test_a_failing_event_source_stops_health_checks_loudly_but_not_the_plu
     monitor = HealthMonitor(_BrokenBackend(), served, health.HealthBook())  # type: ignore[arg-type]
     with caplog.at_level(logging.ERROR, logger="kubegpu.deviceplugin.plugin.monitor"):
         monitor.start()
-        await asyncio.sleep(0.1)
+        await eventually(lambda: caplog.records, within=5, what="an error logged")
     assert [r.getMessage() for r in caplog.records] == ["health checks stopped"]
     await monitor.stop()

@@ -15,6 +15,7 @@ from kubegpu.deviceplugin.errors import PluginServeError
 from kubegpu.deviceplugin.plugin import server
 from kubegpu.gpu import profiles
 from tests.deviceplugin.fixtures.build import served
+from tests.polling import eventually
 
 MACHINE = profiles.load("dgx-a100")
 GPUS, HANDLERS = served(MACHINE)
@@ -95,9 +96,7 @@ async def test_a_cancelled_stream_ends_on_the_server_too(
     await asyncio.wait_for(call.read(), 5)
     assert plugin.service.streams == 1
     call.cancel()
-    async with asyncio.timeout(5):
-        while plugin.service.streams:  # noqa: ASYNC110 - the count is the thing under test
-            await asyncio.sleep(0.01)
+    await eventually(lambda: plugin.service.streams == 0, within=5, what="the server's stream ended")
 
 
 async def test_stopping_ends_streams_cleanly_and_removes_the_socket(sock_dir: Path, no_leaked_tasks: None) -> None:

@@ -24,6 +24,7 @@ from kubegpu.gpu.backend import GpuBackend
 from kubegpu.gpu.model import Machine, Topology
 from kubegpu.gpu.simulated import SimulatedBackend
 from tests.deviceplugin.fake_kubelet import FakeKubelet
+from tests.polling import eventually
 
 DEADLINE_S = 20.0
 UUIDS = [g.uuid for g in profiles.load("dgx-a100").gpus]
@@ -84,6 +85,10 @@ async def start(sock_dir: Path, fault_file: Path) -> AsyncIterator[Callable[...,
             await running.stop()
 
 
+def messages(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records]
+
+
 async def test_serves_then_registers_and_the_kubelet_sees_every_gpu(
     sock_dir: Path, kubelet: FakeKubelet, start: Callable[..., Running]
 ) -> None:
@@ -107,8 +112,7 @@ async def test_waits_for_a_kubelet_that_is_not_there_yet(
 ) -> None:
     with caplog.at_level(logging.INFO, logger="kubegpu.deviceplugin.plugin.supervisor"):
         start()
-        await asyncio.sleep(0.5)
-    assert "waiting for the kubelet" in [r.getMessage() for r in caplog.records]
+        await eventually(lambda: "waiting for the kubelet" in messages(caplog), within=DEADLINE_S)
     kubelet = FakeKubelet(sock_dir)
     await kubelet.start()
     try:
@@ -181,9 +185,7 @@ async def test_a_rejected_registration_is_retried_after_the_retry_interval(
     try:
         with caplog.at_level(logging.ERROR, logger="kubegpu.deviceplugin.plugin.supervisor"):
             running = start()
-            async with asyncio.timeout(DEADLINE_S):
-                while "start failed" not in [r.getMessage() for r in caplog.records]:  # noqa: ASYNC110
-                    await asyncio.sleep(0.05)
+            await eventually(lambda: "start failed" in messages(caplog), within=DEADLINE_S)
         assert running.supervisor.servers == {}  # a failed start stops what it started
         assert not (sock_dir / "nvidia-gpu.sock").exists()
         kubelet.reject = None
@@ -218,9 +220,7 @@ async def test_a_stop_request_is_not_held_up_by_a_kubelet_that_never_answers_reg
     await kubelet.start()
     try:
         running = start()
-        async with asyncio.timeout(DEADLINE_S):
-            while kubelet.register_calls == 0:  # noqa: ASYNC110 - a counter of the fake, no event to wait on
-                await asyncio.sleep(0.05)
+        await eventually(lambda: kubelet.register_calls > 0, within=DEADLINE_S, what="a Register call")
         began = asyncio.get_running_loop().time()
         assert await running.stop() == 0
         # Register's own deadline is 15 s; stopping must not wait for it
@@ -273,8 +273,8 @@ async def test_a_machine_without_gpus_registers_nothing_and_waits(
 ) -> None:
     empty = Machine(name="empty", description="", gpus=(), topology=Topology((), (), (), (), ()))
     running = start(backend_factory=lambda opts: SimulatedBackend(empty, fault_file=fault_file))
-    await asyncio.sleep(0.5)
-    assert not running.task.done()
+    done, _ = await asyncio.wait({running.task}, timeout=0.5)
+    assert not done  # it waits instead of exiting
     assert await running.stop() == 0
     assert kubelet.registrations == []
 
@@ -290,7 +290,7 @@ async def test_a_recreated_socket_directory_is_followed(
     await kubelet.wait_registrations(1)
     await kubelet.stop()
     shutil.rmtree(plugins)
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # the gap in which the directory does not exist: the situation under test
     plugins.mkdir()
     await kubelet.start()
     try:
@@ -366,9 +366,10 @@ async def test_without_a_kubelet_socket_it_serves_without_registering(
 async def test_nvml_failing_with_fail_on_init_error_false_waits_with_no_resources_and_stops_cleanly(
     kubelet: FakeKubelet, start: Callable[..., Running], caplog: pytest.LogCaptureFixture
 ) -> None:
+    waiting = "No devices found. Waiting indefinitely."
     with caplog.at_level(logging.WARNING, logger="kubegpu.deviceplugin.plugin.supervisor"):
         running = start(machine=None, fail_on_init_error="false", container_driver_root="/nonexistent/driver-root")
-        await asyncio.sleep(1.0)
+        await eventually(lambda: waiting in messages(caplog), within=DEADLINE_S)
     assert not running.task.done()
     (record,) = [r for r in caplog.records if r.getMessage() == "No devices found. Waiting indefinitely."]
     assert "libnvidia-ml.so.1" in record.error  # type: ignore[attr-defined]

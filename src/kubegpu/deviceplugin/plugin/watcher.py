@@ -117,6 +117,7 @@ class KubeletSocketWatcher:
         try:
             with Inotify() as inotify:
                 inotify.add_watch(directory.parent, Mask.CREATE | Mask.MOVED_TO | Mask.ONLYDIR)
+                log.debug("waiting for the directory", extra={"directory": str(directory)})
                 if directory.is_dir():  # noqa: ASYNC240 - one stat, nothing to gain from a thread
                     return True
                 with contextlib.suppress(TimeoutError):

@@ -17,7 +17,8 @@ import pytest
 from kubegpu.demo.localnode import LocalNode
 from kubegpu.gpu import profiles
 from tests.monitoring import exposition
-from tests.monitoring.exporter_process import scrape, wait_for
+from tests.monitoring.exporter_process import scrape
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -66,7 +67,7 @@ def test_exactly_the_pods_two_gpus_carry_its_labels(node: LocalNode, tmp_path: P
 
     node.start_exporter(collect_interval_ms=200)
     exporter = f"http://127.0.0.1:{node.exporter_port}"
-    wait_for(lambda: bool(held(exporter)), timeout_s=20, what="pod labels on the exporter's series")
+    wait_until(lambda: bool(held(exporter)), within=20, what="pod labels on the exporter's series")
     assert held(exporter) == {uuid: {("research", "train", "trainer")} for uuid in visible}
     page = exposition.parse(scrape(exporter))
     unlabelled = {s.labels["UUID"] for s in page.named("DCGM_FI_DEV_GPU_UTIL") if "pod" not in s.labels}
@@ -75,4 +76,4 @@ def test_exactly_the_pods_two_gpus_carry_its_labels(node: LocalNode, tmp_path: P
 
     deleted = node.cli("kubelet", "delete", "research/train", "--socket-dir", str(node.socket_dir))
     assert deleted.returncode == 0, deleted.stderr
-    wait_for(lambda: held(exporter) == {}, timeout_s=20, what="pod labels gone after the pod is deleted")
+    wait_until(lambda: held(exporter) == {}, within=20, what="pod labels gone after the pod is deleted")
