@@ -2,7 +2,7 @@
 
 Owns serving ``v1beta1.DevicePlugin`` for one :class:`~.resources.Resource`:
 the servicer (an adapter: protobuf in, one pure function of :class:`Handlers`,
-protobuf out; each unary RPC timed into the plugin's metrics), the
+protobuf out; Allocate and GetPreferredAllocation timed into the plugin's metrics), the
 ListAndWatch streams (full snapshot at once and on every health change; they
 end when the RPC is cancelled or the server stops), the mapping of our errors
 to gRPC status codes (this module only), and the socket's life: stale socket
@@ -145,8 +145,7 @@ class DevicePluginService(api_pb2_grpc.DevicePluginServicer):
     async def GetDevicePluginOptions(
         self, request: api_pb2.Empty, context: grpc.aio.ServicerContext
     ) -> api_pb2.DevicePluginOptions:
-        began = time.perf_counter()
-        self.metrics.rpc("GetDevicePluginOptions", time.perf_counter() - began)
+        # Not timed: it answers a constant, so its latency would be a series of zeros.
         return OPTIONS
 
     async def ListAndWatch(
@@ -208,8 +207,7 @@ class DevicePluginService(api_pb2_grpc.DevicePluginServicer):
     async def PreStartContainer(
         self, request: api_pb2.PreStartContainerRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.PreStartContainerResponse:
-        began = time.perf_counter()
-        self.metrics.rpc("PreStartContainer", time.perf_counter() - began)
+        # Not timed: an empty answer (pre_start_required is false), nothing to measure.
         return api_pb2.PreStartContainerResponse()
 
 
