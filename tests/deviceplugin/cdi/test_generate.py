@@ -16,7 +16,7 @@ from jsonschema import Draft7Validator  # type: ignore[import-untyped]
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
 
-from kubegpu.deviceplugin.cdi import generate, schema, writer
+from kubegpu.deviceplugin.cdi import generate, hostfiles, schema, writer
 from kubegpu.deviceplugin.cdi.schema import CdiError
 from kubegpu.deviceplugin.rm import mig_caps, resource_map, responses
 from tests.conftest import SHARED
@@ -259,7 +259,7 @@ def test_discover_finds_control_nodes_libraries_and_feature_nodes(tmp_path: Path
     lib = driver / "usr/lib64/libcuda.so.550.107.02"
     lib.parent.mkdir(parents=True)
     lib.touch()
-    host = writer.discover(driver, dev, "550.107.02")
+    host = hostfiles.discover(driver, dev, "550.107.02")
     assert host.control_nodes == ("/dev/nvidia-uvm", "/dev/nvidiactl")
     assert host.libraries == ("/usr/lib64/libcuda.so.550.107.02",)
     assert host.symlinks == (("libcuda.so.550.107.02", "/usr/lib64/libcuda.so.1"),)

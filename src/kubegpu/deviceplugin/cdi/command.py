@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from kubegpu.deviceplugin.cdi import generate, schema, writer
+from kubegpu.deviceplugin.cdi import generate, hostfiles, schema, writer
 from kubegpu.deviceplugin.config import effective
 from kubegpu.deviceplugin.config.v1 import ConfigError
 from kubegpu.deviceplugin.rm import mig_caps
@@ -112,7 +112,7 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return 1
     host = generate.HostFiles()
     if discover:
-        host = writer.discover(
+        host = hostfiles.discover(
             Path(cfg.flags.nvidia_driver_root), Path(cfg.flags.nvidia_dev_root), machine.driver_version
         )
     try:

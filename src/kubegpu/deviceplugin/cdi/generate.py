@@ -7,7 +7,7 @@ nodes; common edits with the control nodes, driver library mounts,
 the IMEX channel spec and the gdrcopy/GDS/MOFED specs (skipped when empty), with
 host paths under the driver and dev roots. Pure: what exists on the host
 (control nodes, driver libraries, feature device nodes) comes in as
-:class:`HostFiles`, found by :mod:`kubegpu.deviceplugin.cdi.writer`.
+:class:`HostFiles`, found by :mod:`kubegpu.deviceplugin.cdi.hostfiles`.
 
 Differs from NVIDIA in one place: with ``--mig-strategy none`` a MIG-enabled GPU
 is advertised whole, so its spec gets a whole-GPU device too (NVIDIA's spec has

@@ -63,11 +63,11 @@ class HostView:
 
     def cdi_host_files(self, machine: Machine) -> generate.HostFiles:
         """Control nodes, driver libraries and feature nodes for the CDI specs."""
-        from kubegpu.deviceplugin.cdi import generate, writer
+        from kubegpu.deviceplugin.cdi import generate, hostfiles
 
         if self.dev_root is None or self.driver_root is None:
             return generate.HostFiles()
-        return writer.discover(self.driver_root, self.dev_root, machine.driver_version)
+        return hostfiles.discover(self.driver_root, self.dev_root, machine.driver_version)
 
 
 def imex_channels(channel_ids: Sequence[int], required: bool, view: HostView) -> tuple[int, ...]:
