@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kubegpu.deviceplugin.mps import control
+from kubegpu.deviceplugin.mps import control, sharing
 from kubegpu.deviceplugin.rm import resource_map
 from tests.deviceplugin.fixtures import fake_mps
 from tests.deviceplugin.fixtures.build import plugin_config, profile
@@ -32,10 +32,10 @@ def calls(record: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in record.read_text().splitlines()]
 
 
-def plans(machine: str, text: str, root: Path, argv: Sequence[str] = ()) -> list[control.DaemonPlan]:
+def plans(machine: str, text: str, root: Path, argv: Sequence[str] = ()) -> list[sharing.DaemonPlan]:
     m = profile(machine)
     cfg = plugin_config(["--mps-root", str(root), *argv], text=text)
-    return control.plan(resource_map.build(m, cfg), m, root)
+    return sharing.daemons(resource_map.build(m, cfg), m, root)
 
 
 PLANS = [

@@ -25,7 +25,7 @@ from kubegpu.deviceplugin.config import effective
 from kubegpu.deviceplugin.config.effective import Config
 from kubegpu.deviceplugin.config.v1 import ConfigError
 from kubegpu.deviceplugin.errors import DevicePluginError
-from kubegpu.deviceplugin.mps import control
+from kubegpu.deviceplugin.mps import control, sharing
 from kubegpu.deviceplugin.rm import resource_map
 from kubegpu.deviceplugin.signals import Signals
 
@@ -68,7 +68,7 @@ def _daemons(cfg: Config, args: argparse.Namespace) -> list[control.Daemon]:
 
     machine = read_machine(cfg.options.machine, driver_root=cfg.flags.nvidia_driver_root)
     resources = resource_map.build(machine, cfg)
-    plans = control.plan(resources, machine, Path(cfg.flags.mps_root or "/"))
+    plans = sharing.daemons(resources, machine, Path(cfg.flags.mps_root or "/"))
     smi = shlex.split(args.nvidia_smi)
     return [control.Daemon(p, control=args.control_program, nvidia_smi=smi) for p in plans]
 

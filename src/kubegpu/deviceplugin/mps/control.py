@@ -1,15 +1,13 @@
 """MPS control daemons: one ``nvidia-cuda-mps-control`` per MPS-shared resource, as NVIDIA's daemon runs them.
 
-Owns the plan (which resources get a daemon — replicated, non-MIG resources
-under MPS sharing — their pipe and log directories under the MPS root, the
-daemon environment, the per-GPU pinned-memory limit ``<memory / replicas>M`` and
-the default active-thread percentage ``100 / replicas``; pure) and the
-:class:`Daemon` that carries it out through injectable commands: compute mode
+Owns the :class:`Daemon` that carries out a :class:`~.sharing.DaemonPlan` through
+injectable commands: compute mode
 ``EXCLUSIVE_PROCESS`` via ``nvidia-smi``, ``nvidia-cuda-mps-control -d``, the
 ``set_default_*`` commands on its stdin, the ``.started`` file, the health
 query, and ``quit`` + compute mode ``DEFAULT`` on stop; and the readiness check
 the plugin makes before serving an MPS resource (the ``.ready``/``.started``
-files). Must not decide Allocate responses (``responses`` mounts the pipe directory into containers).
+files). Must not decide what a daemon is (that is :mod:`.sharing`, pure) or Allocate responses
+(``responses`` mounts the pipe directory into containers).
 """
 
 from __future__ import annotations
@@ -24,89 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kubegpu.deviceplugin.errors import DevicePluginError
-from kubegpu.deviceplugin.rm.resource_map import ResourceMap
-from kubegpu.gpu.model import Machine
+from kubegpu.deviceplugin.mps.sharing import READY_FILE, STARTED_FILE, DaemonPlan
 
 log = logging.getLogger(__name__)
 
 CONTROL_PROGRAM = "nvidia-cuda-mps-control"
 NVIDIA_SMI = "nvidia-smi"
-READY_FILE = ".ready"
-STARTED_FILE = ".started"
-PIPE_ENV = "CUDA_MPS_PIPE_DIRECTORY"
-LOG_ENV = "CUDA_MPS_LOG_DIRECTORY"
 
 
 class MpsError(DevicePluginError):
     """A control-program or nvidia-smi call failed; the message names the command and its output."""
-
-
-@dataclass(frozen=True)
-class GpuShare:
-    """One GPU a daemon serves: its NVML index and UUID, and its memory."""
-
-    index: int
-    uuid: str
-    memory_mib: int
-
-
-@dataclass(frozen=True)
-class DaemonPlan:
-    """What one daemon is: its resource, replicas, GPUs and directories under ``root``."""
-
-    resource: str
-    replicas: int
-    gpus: tuple[GpuShare, ...]
-    root: Path
-
-    @property
-    def directory(self) -> Path:
-        return self.root / self.resource
-
-    @property
-    def pipe_dir(self) -> Path:
-        return self.directory / "pipe"
-
-    @property
-    def log_dir(self) -> Path:
-        return self.directory / "log"
-
-    @property
-    def started_file(self) -> Path:
-        return self.directory / STARTED_FILE
-
-    @property
-    def env(self) -> dict[str, str]:
-        return {PIPE_ENV: str(self.pipe_dir), LOG_ENV: str(self.log_dir)}
-
-    @property
-    def active_thread_percentage(self) -> int:
-        """``100 / replicas`` with integer division, as NVIDIA (3 replicas: 33)."""
-        return 100 // self.replicas
-
-    def pinned_mem_limit_mib(self, gpu: GpuShare) -> int:
-        """Each client's share of the GPU's memory, in MiB (``total / replicas``, rounded down)."""
-        return gpu.memory_mib // self.replicas
-
-    def commands(self) -> list[str]:
-        """The control commands sent after start, in order."""
-        lines = [f"set_default_device_pinned_mem_limit {g.index} {self.pinned_mem_limit_mib(g)}M" for g in self.gpus]
-        lines.append(f"set_default_active_thread_percentage {self.active_thread_percentage}")
-        return lines
-
-
-def plan(resources: ResourceMap, machine: Machine, root: Path) -> list[DaemonPlan]:
-    """One daemon per MPS-shared resource with devices (MIG resources never: MPS is refused on them)."""
-    plans = []
-    for resource in resources:
-        if getattr(resource, "sharing", "none") != "mps" or not resource.devices:
-            continue
-        if any(d.mig is not None for d in resource.devices):
-            continue
-        indices = sorted({d.gpu_index for d in resource.devices if d.replica is not None})
-        gpus = tuple(GpuShare(i, machine.gpus[i].uuid, machine.gpus[i].memory_mib) for i in indices)
-        plans.append(DaemonPlan(resource.name, getattr(resource, "replicas", 1), gpus, root))
-    return plans
 
 
 @dataclass(frozen=True)
