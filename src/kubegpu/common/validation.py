@@ -76,7 +76,7 @@ def key_path(loc: Sequence[int | str]) -> str:
 
 # --- declaring fields -----------------------------------------------------------------------
 
-_SPEC = "kubegpu.config_schema"
+_SPEC = "kubegpu.validation"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,8 @@ then the side services :mod:`.cdi` (CDI specs, ``kubegpu cdi``), :mod:`.mps`
 ``kubegpu labels``), then :mod:`.rm` (pure: naming, resources, allocation,
 responses, health policy), then :mod:`.config` (flags, env, file). At the
 bottom :mod:`.naming` (how device IDs and resource names are spelled),
-:mod:`.errors`, :mod:`.atomicfile` and :mod:`.signals`, which every layer may use. import-linter enforces the order. Imports only :mod:`kubegpu.gpu`,
+:mod:`.errors`, :mod:`.atomicfile` and :mod:`.signals`, which every layer may
+use. import-linter enforces the order. Imports only :mod:`kubegpu.gpu`,
 :mod:`kubegpu.placement`, :mod:`kubegpu.common` and :mod:`kubegpu.api`; never
 the kubelet emulator or monitoring.
 """

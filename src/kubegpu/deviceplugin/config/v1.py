@@ -72,7 +72,7 @@ def pattern_matches(pattern: str, value: str) -> bool:
 
 # --- the models -----------------------------------------------------------------------------
 #
-# Frozen dataclasses checked by config_schema (field order is the order of keys in dumps and of
+# Frozen dataclasses checked by common.validation (field order is the order of keys in dumps and of
 # errors). ``checked(check, "camelKey")`` names each field's file key; the field name is accepted too.
 
 
