@@ -22,8 +22,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kubegpu.common.boolean import parse_bool
 from kubegpu.configmanager import selection, switch
-from kubegpu.deviceplugin.config import parse_bool
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubegpu.api import constants
-from kubegpu.doctor import facts
+from kubegpu.doctor import facts, probe
 from kubegpu.doctor.report import Check, failed, passed
 from kubegpu.gpu.model import Machine
 
@@ -93,16 +93,6 @@ def kubelet_socket(opts: NodeOptions) -> Check:
     return passed(name, f"{path} answers")
 
 
-async def _options(path: Path) -> None:
-    import grpc
-
-    from kubegpu.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
-
-    async with grpc.aio.insecure_channel(constants.unix_target(path)) as channel:
-        stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
-        await stub.GetDevicePluginOptions(api_pb2.Empty(), timeout=3.0)
-
-
 def plugin_sockets(opts: NodeOptions) -> Check:
     name = "plugin sockets"
     sockets = sorted(p for p in opts.socket_dir.glob("nvidia-*.sock")) if opts.socket_dir.is_dir() else []
@@ -111,7 +101,7 @@ def plugin_sockets(opts: NodeOptions) -> Check:
     silent = []
     for path in sockets:
         try:
-            asyncio.run(_options(path))
+            asyncio.run(probe.plugin_options(path))
         except Exception as exc:
             silent.append(f"{path.name} ({type(exc).__name__})")
     if silent:
