@@ -63,7 +63,7 @@ class SimulatedBackend:
     def discover(self) -> Machine:
         return self._machine
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         return None
 
     def _event(self, fault: faults.Fault) -> HealthEvent | None:

@@ -284,7 +284,8 @@ class Supervisor:
                 await self._stop_servers()
                 await self.monitor.stop()
         finally:
-            backend.close()
+            # A stop ends the process: nothing to wait for (NVML's event wait ends with it).
+            backend.close(wait=self._pending != "stop")
 
     def _mig_minors(self, simulated: bool) -> mig_caps.MigMinors | None:
         """The host's MIG capability minors (NVML), or None for the driver's numbering (simulated machines)."""
