@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kubegpu.gpu import faults, profiles
-from kubegpu.localnode import LocalNode
+from kubegpu.demo.localnode import LocalNode
 
 MACHINE = "dgx-a100"
 ENV = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}  # node checks only
