@@ -9,7 +9,8 @@ Prints the figures of issues 2 and 16 as plain lines, each with its target (issu
     fault -> kubelet sees Unhealthy (ms)     <= 20     fault journal write -> the emulator applied the snapshot
     Allocate p50/p99/max (ms), 1 and 8 GPUs  0.5/1.2/3 a kubelet-like gRPC client on the plugin socket
 
-then GetPreferredAllocation (4 of 8 GPUs) p50/p99/max on the same plugin, and a mixed-MIG node
+then GetPreferredAllocation (4 of 8 GPUs) p50/p99/max on the same plugin, the RSS of a plugin with CDI specs
+on (``--device-list-strategy cdi-annotations``), and a mixed-MIG node
 (``--mig-machine``, default a100-mig, ``--mig-strategy mixed``: one server, socket and registration per
 resource) with the metrics endpoint on: start -> every resource registered, the metrics page's size,
 and the plugin's RSS.
@@ -234,6 +235,19 @@ def mixed_mig(machine_name: str, repeat: int) -> dict[str, float]:
     return {"mig_start_to_registered_ms": statistics.median(start), "mig_metrics_rss_mib": rss}
 
 
+def cdi_rss(machine_name: str, expected: dict[str, int]) -> float:
+    """The plugin's RSS (MiB) once registered with CDI specs written (``--device-list-strategy cdi-annotations``)."""
+    with LocalNode(machine=machine_name) as node:
+        spec_dir = node.root / "cdi"
+        node.plugin_args = ["--device-list-strategy", "cdi-annotations", "--cdi-spec-dir", str(spec_dir)]
+        node.start_kubelet()
+        node.start_plugin()
+        node.wait_for(_all_allocatable(expected))
+        if not list(spec_dir.glob("*.json")):
+            raise SystemExit(f"bench/node.py: no CDI spec written in {spec_dir}")
+        return _rss_mib(node.procs["plugin"].pid)
+
+
 def compile_package() -> None:
     """Write the package's bytecode, as installing the wheel does (PYTHONDONTWRITEBYTECODE stops the import system)."""
     compileall.compile_dir(Path(kubegpu.__file__).parent, quiet=1)
@@ -289,6 +303,9 @@ def main() -> None:
             "fault_to_unhealthy_max_ms": max(unhealthy),
         }
     )
+    rss_cdi = cdi_rss(args.machine, {RESOURCE: len(uuids)})
+    print(f"plugin RSS after registering, CDI specs on (MiB): {rss_cdi:.1f}  [target <= {rss_registered + 5:.1f}]")
+    figures["rss_cdi_mib"] = rss_cdi
     if args.mig_machine:
         figures.update(mixed_mig(args.mig_machine, args.repeat))
     figures["load_average_end"] = os.getloadavg()[0]
