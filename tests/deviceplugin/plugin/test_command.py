@@ -171,15 +171,6 @@ async def test_sigterm_and_sigint_exit_zero_with_the_socket_removed(
     assert "msg=stopped" in stderr
 
 
-async def test_the_serving_plugin_has_not_loaded_openssl_it_speaks_no_tls(kubelet: FakeKubelet, spawn: Spawn) -> None:
-    process = await spawn()
-    entry = await kubelet.wait_registrations(1, DEADLINE_S)
-    await kubelet.wait_snapshot(entry, lambda h: len(h) == 8)
-    maps = Path(f"/proc/{process.pid}/maps").read_text()  # noqa: ASYNC240 - one small procfs read
-    mapped = {line.split()[-1] for line in maps.splitlines()}
-    assert not [path for path in mapped if "libssl" in path], "the plugin loaded Python's ssl module"
-
-
 async def test_sighup_restarts_ending_the_old_stream_before_registering_again(
     kubelet: FakeKubelet, spawn: Spawn
 ) -> None:

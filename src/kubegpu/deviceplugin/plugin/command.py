@@ -8,14 +8,12 @@ optional metrics endpoint is opened for the life of the process, and SIGHUP
 gets a function that reads the config again. Exit codes: 2 for bad input (a
 flag, env value or config key, an unknown machine profile; one line naming the
 key and the rule), 1 when the machine cannot be served, 0 after a clean stop.
-The plugin speaks no TLS (gRPC on unix sockets, plain-HTTP metrics), so the
-process refuses Python's ``ssl`` module before asyncio is imported: asyncio
-imports it eagerly, and loading OpenSSL costs 4 MiB of RSS and start time.
 Must not contain plugin logic.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import os
@@ -30,7 +28,6 @@ log = logging.getLogger(__name__)
 
 
 def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
-    _without_tls()
     from kubegpu.deviceplugin.config import effective as config_mod
     from kubegpu.deviceplugin.config.v1 import ConfigError
 
@@ -61,19 +58,8 @@ def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
     return _run(cfg, load, env)
 
 
-def _without_tls() -> None:
-    """Make ``import ssl`` fail in this process (asyncio then runs without TLS support), unless already imported.
-
-    A ``None`` in ``sys.modules`` is the import system's own "this module is not available".
-    A process that has ssl loaded already (a test runner) keeps it.
-    """
-    sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]
-
-
 def _run(cfg: Config, load: Callable[[], Config], env: Mapping[str, str]) -> int:
     """Serve until stopped, with the metrics endpoint open for the whole life of the process."""
-    import asyncio
-
     from kubegpu.deviceplugin.config import effective as config_mod
     from kubegpu.deviceplugin.plugin.metrics import MetricsServer, PluginMetrics
     from kubegpu.deviceplugin.plugin.supervisor import Supervisor
