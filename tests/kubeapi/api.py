@@ -429,26 +429,10 @@ class Api:
         if new_rv not in (None, "") and new_rv != old["metadata"]["resourceVersion"]:
             raise conflict(rtype.group, rtype.plural, target.name or "", STALE_OBJECT)
         if target.subresource == "status":
-            merged = {**old, "status": new.get("status")}
-            if merged["status"] is None:
-                merged.pop("status")
+            merged = self._status_update(rtype, old, new)
         else:
-            merged = dict(new)
-            meta = dict(merged["metadata"])
-            for field in (
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "namespace",
-                "name",
-                "generation",
-            ):
-                if field in old["metadata"]:
-                    meta[field] = old["metadata"][field]
-                else:
-                    meta.pop(field, None)
-            merged["metadata"] = meta
+            merged = {**new, "metadata": _keep_immutable_meta(new["metadata"], old["metadata"])}
+            meta = merged["metadata"]
             if rtype.has_status:
                 if "status" in old:
                     merged["status"] = old["status"]
@@ -473,6 +457,25 @@ class Api:
         if self._finish_if_released(target, stored):
             return self._out(target, stored)
         return self._out(target, self._after_write(target, stored))
+
+    @staticmethod
+    def _status_update(rtype: ResourceType, old: Obj, new: Obj) -> Obj:
+        """What a write to ``/status`` keeps: custom resources change only status; built-in kinds change status and
+        metadata but never spec (pods also keep their ownerReferences), as their status strategies do."""
+        if rtype.custom:
+            merged = {**old, "status": new.get("status")}
+        else:
+            merged = {k: v for k, v in old.items() if k not in ("metadata", "status")}
+            meta = _keep_immutable_meta(new["metadata"], old["metadata"])
+            if rtype.key == PODS:
+                meta.pop("ownerReferences", None)
+                if "ownerReferences" in old["metadata"]:
+                    meta["ownerReferences"] = old["metadata"]["ownerReferences"]
+            merged["metadata"] = meta
+            merged["status"] = new.get("status")
+        if merged.get("status") is None:
+            merged.pop("status", None)
+        return merged
 
     def _finish_if_released(self, target: Target, obj: Obj) -> bool:
         """An object being deleted goes once its last finalizer is removed (pods only once their grace is 0)."""
@@ -681,6 +684,23 @@ class Api:
 
 def _spec_of(obj: Obj) -> Any:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+_IMMUTABLE_META = (
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "namespace",
+    "name",
+    "generation",
+)
+
+
+def _keep_immutable_meta(new: Obj, old: Obj) -> Obj:
+    meta = {k: v for k, v in new.items() if k not in _IMMUTABLE_META}
+    meta.update({k: old[k] for k in _IMMUTABLE_META if k in old})
+    return meta
 
 
 def _without_rv(obj: Obj) -> Obj:
