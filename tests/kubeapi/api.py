@@ -17,9 +17,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from . import admission, disruption
 from .catalog import Catalog, CatalogError, ResourceType, from_crd, prune_custom_resource
-from .patching import APPLY, apply_patch, strategic_merge_patch
+from .patching import APPLY, apply_patch, merge_patch, strategic_merge_patch
 from .selectors import fields_match, labels_match, parse_field_selector, parse_label_selector
 from .status import (
     STALE_OBJECT,
@@ -229,6 +231,21 @@ class Api:
             obj = admission.admit_priority_class(obj, self._objects(PRIORITY_CLASSES))
         elif key == CRDS:
             obj = self._admit_crd(obj)
+        elif key == "/events":
+            involved = (obj.get("involvedObject") or {}).get("namespace")
+            if involved and involved != obj["metadata"]["namespace"]:
+                raise invalid(
+                    "Event",
+                    "",
+                    obj["metadata"]["name"],
+                    [
+                        (
+                            "involvedObject.namespace",
+                            "FieldValueInvalid",
+                            f'Invalid value: "{involved}": does not match event.namespace',
+                        )
+                    ],
+                )
         elif target.rtype.custom:
             obj = prune_custom_resource(obj, target.rtype.schemas.get(target.version))
         return obj
@@ -393,10 +410,16 @@ class Api:
         if target.subresource == "status" and not target.rtype.has_status:
             raise not_found(target.rtype.group, target.rtype.plural + "/status", target.name)
         self._require_namespace(target, creating=False)
-        patch = self._decode_body(body)
         dry_run = query.get("dryRun") == "All"
         if content_type.split(";")[0].strip() == APPLY:
-            return self._apply(target, patch, dry_run)
+            if not query.get("fieldManager"):
+                raise bad_request("PATCH, application/apply-patch+yaml requests must supply a fieldManager")
+            try:
+                applied = yaml.safe_load(body or b"null")
+            except yaml.YAMLError as error:
+                raise bad_request(f"error decoding YAML: {error}") from None
+            return self._apply(target, applied, dry_run)
+        patch = self._decode_body(body)
         old = self._existing(target)
         new = apply_patch(
             content_type, copy.deepcopy(self._versioned(target, old)), patch, strategic_allowed=not target.rtype.custom
@@ -419,7 +442,8 @@ class Api:
         if old is None:
             patch.setdefault("metadata", {})["name"] = target.name
             return self.create(Target(target.rtype, target.version, target.namespace), encode(patch), dry_run)
-        new = strategic_merge_patch(copy.deepcopy(old), patch)
+        merge = merge_patch if target.rtype.custom else strategic_merge_patch
+        new = merge(copy.deepcopy(old), patch)
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         return self._write_update(target, old, new, dry_run)
 

@@ -69,3 +69,13 @@ def test_events_k8s_io_v1_events_are_served(kube: KubeEnv) -> None:
         )
     )
     assert client.get(EventV1, "new-style").note == "assigned"
+
+
+def test_an_event_about_an_object_in_another_namespace_is_422(kube: KubeEnv) -> None:
+    from lightkube import ApiError
+
+    body = _event(kube, "stray", "p", "Scheduled")
+    body["involvedObject"]["namespace"] = "elsewhere"
+    with pytest.raises(ApiError) as caught:
+        kube.client().create(Event.from_dict(body))
+    assert caught.value.status.code == 422

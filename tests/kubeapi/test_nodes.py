@@ -114,3 +114,21 @@ def test_nodes_are_selected_by_label(kube: KubeEnv) -> None:
     assert names("nvidia.com/gpu.product notin (A100)") == {"b", "c"}
     assert names("nvidia.com/gpu.product") == {"a", "b"}
     assert names("!nvidia.com/gpu.product") == {"c"}
+
+
+def test_a_cordoned_node_gets_the_unschedulable_taint(kube: KubeEnv) -> None:
+    client = kube.client()
+    name = kube.name("n-cordon")
+    client.create(Node(metadata=ObjectMeta(name=name)))
+    client.patch(Node, name, {"spec": {"unschedulable": True}})
+    wait_until(
+        lambda: ("node.kubernetes.io/unschedulable", "NoSchedule") in _taints(kube, name),
+        within=60,
+        what="unschedulable taint",
+    )
+    client.patch(Node, name, {"spec": {"unschedulable": None}})
+    wait_until(
+        lambda: ("node.kubernetes.io/unschedulable", "NoSchedule") not in _taints(kube, name),
+        within=60,
+        what="unschedulable taint gone",
+    )

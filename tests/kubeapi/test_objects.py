@@ -215,3 +215,12 @@ def test_bad_json_is_400_bad_request(kube: KubeEnv) -> None:
     )
     assert answer.status_code == 400
     assert answer.json()["kind"] == "Status"
+
+
+def test_server_side_apply_creates_then_updates(kube: KubeEnv) -> None:
+    client = kube.client(field_manager="kubegpu-test")
+    applied = client.apply(ConfigMap(metadata=ObjectMeta(name="ssa"), data={"a": "1"}))
+    assert applied.data == {"a": "1"}
+    again = client.apply(ConfigMap(metadata=ObjectMeta(name="ssa"), data={"a": "2"}))
+    assert again.data == {"a": "2"}
+    assert again.metadata.uid == applied.metadata.uid
