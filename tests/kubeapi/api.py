@@ -9,9 +9,7 @@ know HTTP framing (server.py) or stream watches (watching.py). Runs on the serve
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
-import json
 import random
 import uuid
 from dataclasses import dataclass
@@ -21,6 +19,7 @@ import yaml
 
 from . import admission, disruption
 from .catalog import Catalog, CatalogError, ResourceType, from_crd, prune_custom_resource
+from .codec import clone, decode, encode
 from .patching import APPLY, apply_patch, merge_patch, strategic_merge_patch
 from .selectors import fields_match, labels_match, parse_field_selector, parse_label_selector
 from .status import (
@@ -37,7 +36,7 @@ from .status import (
     success_body,
     too_many_requests,
 )
-from .store import Obj, Store, encode
+from .store import Obj, Store
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -163,7 +162,7 @@ class Api:
 
     def _decode_body(self, body: bytes) -> Any:
         try:
-            return json.loads(body or b"null")
+            return decode(body or b"null")
         except ValueError as error:
             raise bad_request(f"the request body is not valid JSON: {error}") from None
 
@@ -360,7 +359,7 @@ class Api:
         token = query.get("continue")
         if token:
             try:
-                after = tuple(json.loads(token))
+                after = tuple(decode(token.encode()))
             except ValueError:
                 raise bad_request("continue key is not valid") from None
             start = next(
@@ -376,7 +375,7 @@ class Api:
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if limit > 0 and start + limit < len(selected):
             last = page[-1][0]["metadata"]
-            meta["continue"] = json.dumps([last.get("namespace", ""), last["name"]])
+            meta["continue"] = encode([last.get("namespace", ""), last["name"]]).decode()
             meta["remainingItemCount"] = len(selected) - start - limit
         api_version = rtype.api_version(target.version)
         items = [
@@ -422,7 +421,7 @@ class Api:
         patch = self._decode_body(body)
         old = self._existing(target)
         new = apply_patch(
-            content_type, copy.deepcopy(self._versioned(target, old)), patch, strategic_allowed=not target.rtype.custom
+            content_type, clone(self._versioned(target, old)), patch, strategic_allowed=not target.rtype.custom
         )
         new.setdefault("metadata", {})
         patched_rv = new["metadata"].get("resourceVersion")
@@ -443,7 +442,7 @@ class Api:
             patch.setdefault("metadata", {})["name"] = target.name
             return self.create(Target(target.rtype, target.version, target.namespace), encode(patch), dry_run)
         merge = merge_patch if target.rtype.custom else strategic_merge_patch
-        new = merge(copy.deepcopy(old), patch)
+        new = merge(clone(old), patch)
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         return self._write_update(target, old, new, dry_run)
 
@@ -628,7 +627,7 @@ class Api:
 
     def delete_collection(self, target: Target, query: dict[str, str]) -> Reply:
         self._require_namespace(target, creating=False)
-        listed = json.loads(self.list(target, {k: v for k, v in query.items() if k != "limit"}).body)
+        listed = decode(self.list(target, {k: v for k, v in query.items() if k != "limit"}).body)
         grace = int(query["gracePeriodSeconds"]) if query.get("gracePeriodSeconds") else None
         for item in listed["items"]:
             old = self.store.get(target.rtype.key, item["metadata"].get("namespace", ""), item["metadata"]["name"])

@@ -10,13 +10,13 @@ change objects; it reads the store and its subscription queue only.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
 from aiohttp import web
 
 from .api import Api, Target
+from .codec import decode, encode
 from .selectors import (
     FieldRequirement,
     Requirement,
@@ -106,7 +106,7 @@ async def serve_watch(
                     backlog.append((seen, event.raw))
                 last_rv = event.rv
         except Gone as expired:
-            error = json.dumps(gone(expired.requested, expired.oldest).body).encode()
+            error = encode(gone(expired.requested, expired.oldest).body)
         last_rv = max(last_rv, store.rv) if error is None else last_rv
 
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
@@ -162,14 +162,14 @@ def _bookmark(api_version: str, kind: str, rv: int, initial_end: bool = False) -
     if initial_end:
         meta["annotations"] = {"k8s.io/initial-events-end": "true"}
     body: dict[str, Any] = {"kind": kind, "apiVersion": api_version, "metadata": meta}
-    return json.dumps(body, separators=(",", ":")).encode()
+    return encode(body)
 
 
 def _at_version(raw: bytes, custom: bool, api_version: str) -> bytes:
     if not custom:
         return raw
-    obj = json.loads(raw)
+    obj = decode(raw)
     if obj.get("apiVersion") == api_version:
         return raw
     obj["apiVersion"] = api_version
-    return json.dumps(obj, separators=(",", ":")).encode()
+    return encode(obj)
