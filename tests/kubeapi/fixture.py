@@ -55,10 +55,11 @@ class KubeEnv:
 
     def client(self, **kwargs: Any) -> Client:
         """A sync lightkube client, default namespace = this test's namespace. Without arguments it is the test's one
-        shared client (making a client costs about 0.2 s: TLS setup), closed after the test."""
+        shared client (making a client costs about 0.2 s: TLS setup), closed after the test; closing it earlier is
+        harmless (the next call makes a new one)."""
         if kwargs:
             return Client(config=self.config, namespace=self.namespace, **kwargs)
-        if self._client is None:
+        if self._client is None or self._client._client._client.is_closed:
             self._client = Client(config=self.config, namespace=self.namespace)
         return self._client
 
@@ -142,6 +143,7 @@ def kube(kube_server: KubeApiServer | None) -> Iterator[KubeEnv]:
     finally:
         if kube_server is not None:
             kube_server.faults.clear()
+        client = env.client()  # the test may have closed the shared one
         _clean_up(client, env)
         client.close()
         env._client = None

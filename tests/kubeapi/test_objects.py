@@ -224,3 +224,9 @@ def test_server_side_apply_creates_then_updates(kube: KubeEnv) -> None:
     again = client.apply(ConfigMap(metadata=ObjectMeta(name="ssa"), data={"a": "2"}))
     assert again.data == {"a": "2"}
     assert again.metadata.uid == applied.metadata.uid
+
+
+def test_closing_the_shared_client_is_harmless(kube: KubeEnv) -> None:
+    kube.client().close()
+    kube.client().create(ConfigMap(metadata=ObjectMeta(name="after-close")))
+    assert kube.client().get(ConfigMap, "after-close").metadata.name == "after-close"
