@@ -202,6 +202,9 @@ class Api:
                     [("metadata.name", "FieldValueRequired", "Required value: name or generateName is required")],
                 )
         name = meta["name"]
+        version = str(meta.get("resourceVersion") or "")
+        if version.isdigit() and int(version) != 0:  # storage refuses it; the real answer is a bare 500
+            raise StatusError(500, "", "resourceVersion should not be set on objects to be created")
         admission.check_name(rtype.kind, rtype.group, name, dns_label=rtype.key == NAMESPACES)
         self._require_namespace(target, creating=True)
         if self.store.get(rtype.key, self._ns(target), name) is not None:

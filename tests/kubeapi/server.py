@@ -23,6 +23,7 @@ from .api import Api, Reply, Target
 from .codec import encode
 from .faults import Faults
 from .status import StatusError, internal_error, method_not_allowed, page_not_found
+from .store import Store
 from .watching import serve_watch
 
 T = TypeVar("T")
@@ -111,8 +112,7 @@ class KubeApiServer:
         return self
 
     async def _start(self) -> None:
-        self.api = Api()
-        self.api.store._history_limit = self._history_limit
+        self.api = Api(Store(history_limit=self._history_limit))
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)

@@ -230,3 +230,13 @@ def test_closing_the_shared_client_is_harmless(kube: KubeEnv) -> None:
     kube.client().close()
     kube.client().create(ConfigMap(metadata=ObjectMeta(name="after-close")))
     assert kube.client().get(ConfigMap, "after-close").metadata.name == "after-close"
+
+
+def test_creating_an_object_that_carries_a_resource_version_is_refused(kube: KubeEnv) -> None:
+    client = kube.client()
+    fetched = client.create(ConfigMap(metadata=ObjectMeta(name="orig")))
+    copy = ConfigMap(metadata=ObjectMeta(name="copy", resourceVersion=fetched.metadata.resourceVersion))
+    with pytest.raises(ApiError) as caught:
+        client.create(copy)
+    assert caught.value.status.code == 500
+    assert caught.value.status.message == "resourceVersion should not be set on objects to be created"
