@@ -38,6 +38,8 @@ from .status import (
 )
 from .store import Obj, Store
 
+ROOT_CA = "kube-root-ca.crt"
+_NO_CA = "-----BEGIN CERTIFICATE-----\n(in-process test server: no TLS)\n-----END CERTIFICATE-----\n"
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 PODS, NODES, NAMESPACES = "/pods", "/nodes", "/namespaces"
@@ -119,10 +121,23 @@ class Api:
         ns["spec"] = {"finalizers": ["kubernetes"]}
         ns["status"] = {"phase": "Active"}
         stored = self.store.put(NAMESPACES, ns)
-        # The service-account controller gives every namespace its "default" ServiceAccount.
+        # The service-account controller gives every namespace its "default" ServiceAccount, and the root CA
+        # publisher its "kube-root-ca.crt" ConfigMap.
         self.store.put(
             "/serviceaccounts",
             self._new_meta({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}, name),
+        )
+        self.store.put(
+            "/configmaps",
+            self._new_meta(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": ROOT_CA},
+                    "data": {"ca.crt": _NO_CA},
+                },
+                name,
+            ),
         )
         return stored
 
@@ -457,6 +472,14 @@ class Api:
         if target.subresource == "status":
             merged = self._status_update(rtype, old, new)
         else:
+            uid = new["metadata"].get("uid")
+            if uid and uid != old["metadata"]["uid"]:
+                raise invalid(
+                    rtype.kind,
+                    rtype.group,
+                    target.name or "",
+                    [("metadata.uid", "FieldValueInvalid", f'Invalid value: "{uid}": field is immutable')],
+                )
             merged = {**new, "metadata": _keep_immutable_meta(new["metadata"], old["metadata"])}
             meta = merged["metadata"]
             if rtype.has_status:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from lightkube import ApiError, AsyncClient, Client, KubeConfig
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-from lightkube.resources.core_v1 import Namespace, Node, Pod, ServiceAccount
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Node, Pod, ServiceAccount
 from lightkube.resources.scheduling_v1 import PriorityClass
 
 from tests.polling import wait_until
@@ -133,8 +133,10 @@ def kube(kube_server: KubeApiServer | None) -> Iterator[KubeEnv]:
     env = KubeEnv(kubeconfig, namespace, f"kg-{_RUN}-{seq}-", real, kube_server)
     client = env.client()
     client.create(Namespace.from_dict({"metadata": {"name": namespace}}))
-    if real:  # pods are refused until the service-account controller has made "default"
+    if real:  # pods are refused until the service-account controller has made "default"; and the namespace is
+        # complete once the root CA ConfigMap is there too (it would otherwise turn up in a test's ConfigMap watch)
         wait_until(lambda: _exists(client, ServiceAccount, "default", namespace), within=30, what="default SA")
+        wait_until(lambda: _exists(client, ConfigMap, "kube-root-ca.crt", namespace), within=30, what="root CA")
     if kube_server is not None:
         kube_server.faults.clear()
     try:
