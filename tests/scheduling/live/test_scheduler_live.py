@@ -83,6 +83,13 @@ def test_tutorial_profile_packs_onto_the_busy_node_and_least_allocated_spreads(k
     assert len(devices) == 1
     scheduled = wait_until(lambda: events(client, kube.namespace, "Scheduled").get("packed"), within=10, what="event")
     assert scheduled[0].note == f"Successfully assigned {kube.namespace}/packed to {busy}", proc.text()
+    assert proc.get("/healthz") == (200, "ok\n") and proc.get("/readyz") == (200, "ok\n")
+    status, metrics = proc.get("/metrics")
+    assert status == 200
+    assert f'scheduler_schedule_attempts_total{{profile="{most}",result="scheduled"}} 1.0' in metrics
+    assert (
+        "kubegpu_scheduler_leader 1.0" in metrics and "scheduler_pod_scheduling_sli_duration_seconds_count" in metrics
+    )
 
 
 def test_a_gpu_model_no_node_has_gets_failed_scheduling_with_reason_counts(kube: KubeEnv, start) -> None:  # type: ignore[no-untyped-def]
