@@ -181,7 +181,7 @@ class Api:
         except ValueError as error:
             raise bad_request(f"the request body is not valid JSON: {error}") from None
 
-    def _body_object(self, target: Target, body: bytes) -> Obj:
+    def body_object(self, target: Target, body: bytes) -> Obj:
         obj = self._decode_body(body)
         if not isinstance(obj, dict):
             raise bad_request("the request body must be a JSON object")
@@ -202,7 +202,7 @@ class Api:
         if target.name is not None or target.subresource is not None:
             raise method_not_allowed()
         rtype = target.rtype
-        obj = self._body_object(target, body)
+        obj = self.body_object(target, body)
         meta = obj["metadata"]
         if rtype.namespaced and meta.get("namespace") and meta["namespace"] != target.namespace:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
@@ -409,7 +409,7 @@ class Api:
             raise method_not_allowed()
         if target.subresource == "status" and not target.rtype.has_status:
             raise not_found(target.rtype.group, target.rtype.plural + "/status", target.name)
-        new = self._body_object(target, body)
+        new = self.body_object(target, body)
         meta = new["metadata"]
         if meta.get("name") and meta["name"] != target.name:
             raise bad_request(
