@@ -146,6 +146,9 @@ async def serve_watch(
             except TimeoutError:
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:
+                    if bookmarks:  # as the watch cache does: the latest resourceVersion before the stream ends
+                        last_rv = max(last_rv, store.rv)
+                        await response.write(_line("BOOKMARK", _bookmark(api_version, rtype.kind, last_rv)))
                     return response
                 if bookmarks:
                     last_rv = max(last_rv, store.rv)
