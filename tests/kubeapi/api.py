@@ -322,7 +322,6 @@ class Api:
                 },
             ],
         }
-        self.catalog.add(rtype)
         return crd
 
     def _objects(self, key: str, namespace: str | None = None) -> list[Obj]:
@@ -337,6 +336,8 @@ class Api:
                 stored = self.store.put(NODES, {**stored, "spec": {**(stored.get("spec") or {}), "taints": taints}})
         elif key in (PODS, PDBS):
             self._sync_budgets(stored["metadata"]["namespace"])
+        elif key == CRDS:  # the CRD is stored: its kind is served from now on
+            self.catalog.add(from_crd(stored))
         return stored
 
     def _sync_budgets(self, namespace: str) -> None:
@@ -388,7 +389,10 @@ class Api:
                 ),
                 len(selected),
             )
-        limit = int(query.get("limit") or 0)
+        try:
+            limit = int(query.get("limit") or 0)
+        except ValueError:
+            raise bad_request(f"limit: invalid value {query['limit']!r}") from None
         page = selected[start : start + limit] if limit > 0 else selected[start:]
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if limit > 0 and start + limit < len(selected):

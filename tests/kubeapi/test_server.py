@@ -157,6 +157,7 @@ def test_the_server_process_refuses_a_kubeconfig_in_a_missing_directory(tmp_path
         ("POST", "/api/v1/namespaces/{ns}/configmaps", b'{"metadata": 5}', 400),
         ("GET", "/apis/no.such.group/v1/things", b"", 404),
         ("GET", "/api/v1/namespaces/{ns}/configmaps/x/status", b"", 404),
+        ("GET", "/api/v1/namespaces/{ns}/configmaps?limit=lots", b"", 400),
     ],
     ids=lambda v: v if isinstance(v, str) else None,
 )
