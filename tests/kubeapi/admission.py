@@ -392,3 +392,27 @@ def admit_priority_class(pc: Obj, existing: list[Obj], old: Obj | None = None) -
                 "Only one default can exist",
             )
     return pc
+
+
+NODE_STATUS_UNKNOWN = "Kubelet stopped posting node status."
+
+
+def mark_unknown(node: Obj, now: str) -> Obj | None:
+    """The node lifecycle controller's write for a node whose kubelet went silent: every condition Unknown with
+    reason NodeStatusUnknown (None when they already are)."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    if not conditions:
+        conditions = [{"type": "Ready"}]
+    if all(c.get("status") == "Unknown" for c in conditions):
+        return None
+    marked = [
+        {
+            **c,
+            "status": "Unknown",
+            "reason": "NodeStatusUnknown",
+            "message": NODE_STATUS_UNKNOWN,
+            "lastTransitionTime": now if c.get("status") != "Unknown" else c.get("lastTransitionTime", now),
+        }
+        for c in conditions
+    ]
+    return {**node, "status": {**(node.get("status") or {}), "conditions": marked}}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +43,7 @@ ROOT_CA = "kube-root-ca.crt"
 _NO_CA = "-----BEGIN CERTIFICATE-----\n(in-process test server: no TLS)\n-----END CERTIFICATE-----\n"
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-PODS, NODES, NAMESPACES = "/pods", "/nodes", "/namespaces"
+PODS, NODES, NAMESPACES, LEASES = "/pods", "/nodes", "/namespaces", "coordination.k8s.io/leases"
 PDBS, PRIORITY_CLASSES, CRDS = (
     "policy/poddisruptionbudgets",
     "scheduling.k8s.io/priorityclasses",
@@ -80,6 +81,8 @@ class Api:
     def __init__(self, store: Store | None = None) -> None:
         self.store = store or Store()
         self.catalog = Catalog()
+        #: when each node's kubelet last showed life (a status write or a renewal of its kube-node-lease Lease)
+        self.heartbeats: dict[str, float] = {}
         self._bootstrap()
 
     # --- bootstrap ---------------------------------------------------------------------------------------------
@@ -338,7 +341,26 @@ class Api:
             self._sync_budgets(stored["metadata"]["namespace"])
         elif key == CRDS:  # the CRD is stored: its kind is served from now on
             self.catalog.add(from_crd(stored))
+        elif key == LEASES and stored["metadata"].get("namespace") == "kube-node-lease":
+            self.heartbeats[stored["metadata"]["name"]] = time.monotonic()
         return stored
+
+    def monitor_nodes(self, grace_s: float) -> list[str]:
+        """The node lifecycle controller's health pass: nodes whose kubelet has shown no life for ``grace_s``
+        (node-monitor-grace-period) get every condition Unknown, then the unreachable taint. Returns their names."""
+        silent = []
+        moment = time.monotonic()
+        for node in self._objects(NODES):
+            name = node["metadata"]["name"]
+            last = self.heartbeats.setdefault(name, moment)  # first seen now: the grace period starts
+            if moment - last < grace_s:
+                continue
+            marked = admission.mark_unknown(node, now())
+            if marked is not None:
+                stored = self.store.put(NODES, marked)
+                self._after_write(Target(self.catalog.by_key(NODES), "v1", None, name), stored)
+                silent.append(name)
+        return silent
 
     def _sync_budgets(self, namespace: str) -> None:
         """The disruption controller: keep every PDB's status in the namespace current."""
@@ -507,6 +529,8 @@ class Api:
         if _without_rv(merged) == _without_rv(old):
             return self._out(target, old)  # a no-op write does not bump the resourceVersion, as on the real server
         stored = self.store.put(rtype.key, merged)
+        if rtype.key == NODES and target.subresource == "status":
+            self.heartbeats[stored["metadata"]["name"]] = time.monotonic()
         if self._finish_if_released(target, stored):
             return self._out(target, stored)
         return self._out(target, self._after_write(target, stored))
