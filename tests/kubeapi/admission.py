@@ -416,3 +416,30 @@ def mark_unknown(node: Obj, now: str) -> Obj | None:
         for c in conditions
     ]
     return {**node, "status": {**(node.get("status") or {}), "conditions": marked}}
+
+
+# --- events -------------------------------------------------------------------------------------------------------
+
+
+def validate_event(event: Obj) -> None:
+    """core/v1 Event validation ("legacy"): an Event without eventTime must be in its object's namespace; one with
+    eventTime (new style) must name its reporting component and instance, action and reason."""
+    meta = event["metadata"]
+    namespace, involved = meta.get("namespace") or "", (event.get("involvedObject") or {}).get("namespace") or ""
+    causes: list[tuple[str, str, str]] = []
+    mismatch = (
+        "involvedObject.namespace",
+        "FieldValueInvalid",
+        f'Invalid value: "{involved}": does not match event.namespace',
+    )
+    if not event.get("eventTime"):
+        if (involved and involved != namespace) or (not involved and namespace not in ("", "default")):
+            causes.append(mismatch)
+    else:
+        if not involved and namespace not in ("default", "kube-system"):
+            causes.append(mismatch)
+        for field in ("reportingComponent", "reportingInstance", "action", "reason"):
+            if not event.get(field):
+                causes.append((field, "FieldValueRequired", "Required value"))
+    if causes:
+        raise invalid("Event", "", meta["name"], causes)

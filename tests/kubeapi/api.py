@@ -252,20 +252,7 @@ class Api:
         elif key == CRDS:
             obj = self._admit_crd(obj)
         elif key == "/events":
-            involved = (obj.get("involvedObject") or {}).get("namespace")
-            if involved and involved != obj["metadata"]["namespace"]:
-                raise invalid(
-                    "Event",
-                    "",
-                    obj["metadata"]["name"],
-                    [
-                        (
-                            "involvedObject.namespace",
-                            "FieldValueInvalid",
-                            f'Invalid value: "{involved}": does not match event.namespace',
-                        )
-                    ],
-                )
+            admission.validate_event(obj)
         elif target.rtype.custom:
             obj = prune_custom_resource(obj, target.rtype.schemas.get(target.version))
         return obj
