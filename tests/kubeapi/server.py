@@ -127,9 +127,7 @@ class KubeApiServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        server = site._server
-        assert server is not None and server.sockets
-        self.port = server.sockets[0].getsockname()[1]
+        self.port = int(self._runner.addresses[0][1])
         if self.node_monitor_grace_period is not None:
             self._monitor = asyncio.get_running_loop().create_task(self._monitor_nodes(self.node_monitor_grace_period))
 
