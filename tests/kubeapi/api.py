@@ -691,6 +691,17 @@ class Api:
         if (binding.get("metadata") or {}).get("name") not in (None, name):
             raise bad_request("the name of the object does not match the name on the URL")
         pod = self._existing(target)
+        wanted = binding.get("metadata") or {}
+        if wanted.get("uid") and wanted["uid"] != pod["metadata"]["uid"]:
+            raise conflict(
+                "",
+                "pods",
+                name,
+                f"Precondition failed: UID in precondition: {wanted['uid']}, UID in "
+                f"object meta: {pod['metadata']['uid']}",
+            )
+        if wanted.get("resourceVersion") and wanted["resourceVersion"] != pod["metadata"]["resourceVersion"]:
+            raise conflict("", "pods", name, STALE_OBJECT)
         if pod["metadata"].get("deletionTimestamp"):
             raise conflict("", "pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
         if not node:  # the real server answers 500 here, not 422
