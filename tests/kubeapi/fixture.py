@@ -3,7 +3,8 @@
 Without ``KUBEGPU_TEST_KUBECONFIG`` one in-process ``KubeApiServer`` serves the whole session; with it, the
 cluster that kubeconfig names is used instead. Either way each test gets a fresh namespace (deleted
 afterwards, its pods force-deleted first so nothing waits for a kubelet) and a prefix for the cluster-scoped
-objects it creates (Nodes, PriorityClasses, Namespaces), which are deleted afterwards too. Tests that need
+objects it creates (Nodes, PriorityClasses, Namespaces, node Leases in kube-node-lease), which are deleted
+afterwards too. Tests that need
 the server's fault hooks call ``kube.require_server()``, which skips on a real cluster. Registered from
 tests/conftest.py through ``pytest_plugins``.
 """
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 from lightkube import ApiError, AsyncClient, Client, KubeConfig
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Namespace, Node, Pod, ServiceAccount
 from lightkube.resources.scheduling_v1 import PriorityClass
 
@@ -172,6 +174,11 @@ def _clean_up(client: Client, env: KubeEnv) -> None:
                     client.delete(Pod, pod.metadata.name, namespace=namespace, grace_period=0)  # type: ignore[union-attr]
         with contextlib.suppress(ApiError):
             client.delete(Namespace, namespace)
+    for lease in client.list(Lease, namespace="kube-node-lease"):  # node agents' heartbeats
+        name = lease.metadata.name if lease.metadata else None
+        if name and name.startswith(env.prefix):
+            with contextlib.suppress(ApiError):
+                client.delete(Lease, name, namespace="kube-node-lease")
     for res in (Node, PriorityClass):
         for obj in client.list(res):
             name = obj.metadata.name if obj.metadata else None
