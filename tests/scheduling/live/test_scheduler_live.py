@@ -141,6 +141,12 @@ def test_a_gang_of_four_where_three_fit_binds_none_until_a_node_is_added(kube: K
     nodes = [_bound(kube, m) for m in members]
     assert len(set(nodes)) == 4
 
+    def phase() -> str:
+        group = client.get(PodGroup, "train", namespace=kube.namespace)
+        return str((group.get("status") or {}).get("phase", ""))
+
+    assert wait_until(phase, within=10, what="PodGroup phase") == "Scheduled"
+
 
 def _priority_class(kube: KubeEnv, suffix: str, value: int) -> str:
     name = kube.name(suffix)
