@@ -131,10 +131,13 @@ def rpc_latencies(socket: Path, device_ids: list[str], count: int) -> dict[str, 
 def sigterm_to_exit(node: LocalNode) -> float:
     """SIGTERM -> the plugin exited 0 with its socket removed (ms)."""
     proc = node.procs["plugin"]
+    killer = threading.Timer(DEADLINE_S, proc.kill)  # Popen.wait(timeout) polls in steps of up to 50 ms: block instead
+    killer.start()
     sent = time.perf_counter()
     proc.send_signal(signal.SIGTERM)
-    proc.wait(DEADLINE_S)
+    proc.wait()
     elapsed = (time.perf_counter() - sent) * 1000
+    killer.cancel()
     node.procs.pop("plugin")
     if proc.returncode != 0 or (node.socket_dir / "nvidia-gpu.sock").exists():
         raise SystemExit(f"gpu_check: the plugin exited {proc.returncode} on SIGTERM, socket left or not")

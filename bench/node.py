@@ -32,6 +32,7 @@ import json
 import os
 import signal
 import statistics
+import threading
 import time
 import urllib.request
 from collections import Counter
@@ -122,10 +123,13 @@ def sigterm_to_exit(node: LocalNode) -> float:
     """SIGTERM -> the plugin process exited (ms); its sockets must be gone by then."""
     proc = node.procs["plugin"]
     sockets = [p for p in node.socket_dir.glob("*.sock") if p.name != constants.KUBELET_SOCKET_NAME]
+    killer = threading.Timer(15.0, proc.kill)  # Popen.wait(timeout) polls in steps of up to 50 ms: block instead
+    killer.start()
     sent = time.perf_counter()
     proc.send_signal(signal.SIGTERM)
-    proc.wait(15)
+    proc.wait()
     elapsed = (time.perf_counter() - sent) * 1000
+    killer.cancel()
     node.stop("plugin")
     if proc.returncode != 0:
         raise SystemExit(f"bench/node.py: the plugin exited {proc.returncode} on SIGTERM:\n{node.log_tail('plugin')}")
