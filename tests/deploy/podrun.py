@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from kubegpu.localnode import LocalNode
 
 BIN = Path(sys.executable).parent

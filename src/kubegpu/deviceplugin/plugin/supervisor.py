@@ -45,12 +45,12 @@ from kubegpu.deviceplugin.config.effective import Config
 from kubegpu.deviceplugin.config.v1 import ConfigError
 from kubegpu.deviceplugin.errors import DevicePluginError, KubeletUnavailable, MpsNotReady
 from kubegpu.deviceplugin.mps import control
-from kubegpu.deviceplugin.plugin import registration, server
+from kubegpu.deviceplugin.plugin import publisher, registration, server
 from kubegpu.deviceplugin.plugin.host import HostError, HostView, imex_channels
 from kubegpu.deviceplugin.plugin.metrics import PluginMetrics
 from kubegpu.deviceplugin.plugin.monitor import HealthMonitor
 from kubegpu.deviceplugin.plugin.watcher import Identity, KubeletSocketWatcher
-from kubegpu.deviceplugin.rm import health, mig_caps, preferred, resource_map, responses, xids
+from kubegpu.deviceplugin.rm import health, mig_caps, nodegpus, preferred, resource_map, responses, xids
 from kubegpu.deviceplugin.rm.resources import Resource
 from kubegpu.gpu import errors as gpu_errors
 from kubegpu.gpu.backend import GpuBackend
@@ -277,14 +277,39 @@ class Supervisor:
                 )
             book = health.HealthBook(quiet_period_s=config.flags.plugin.quiet_period_s, policy=self.xid_policy)
             self.monitor = HealthMonitor(backend, served, book, self.metrics)
+            node = self._publisher(machine, served, self.monitor)
             self.monitor.start()
             try:
                 return await self._serve(served, handlers)
             finally:
                 await self._stop_servers()
                 await self.monitor.stop()
+                if node is not None:
+                    await node.stop()
         finally:
             backend.close()
+
+    def _publisher(
+        self, machine: Machine, served: tuple[Resource, ...], monitor: HealthMonitor
+    ) -> publisher.NodePublisher | None:
+        """With ``--node-name``: the started Node writer, fed now and after every health change."""
+        node_name = self.config.options.node_name
+        if not node_name:
+            return None
+        try:
+            node = publisher.connect(node_name, self.config.options.kubeconfig)
+        except publisher.KubeconfigError as exc:
+            raise StartupFailed(str(exc)) from exc
+
+        def publish() -> None:
+            unhealthy = {r.name: monitor.unhealthy(r.name) for r in served}
+            node.update(nodegpus.node_annotations(nodegpus.describe(machine, served, unhealthy)))
+
+        monitor.listeners.append(publish)
+        publish()
+        node.start()
+        log.info("publishing the GPUs on the node", extra={"node": node_name, "annotation": nodegpus.GPUS_ANNOTATION})
+        return node
 
     def _mig_minors(self, simulated: bool) -> mig_caps.MigMinors | None:
         """The host's MIG capability minors (NVML), or None for the driver's numbering (simulated machines)."""
