@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubegpu.localnode import LocalNode
+
+from kubegpu.demo.localnode import LocalNode
 
 BIN = Path(sys.executable).parent
 MACHINE = "dgx-a100"

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubegpu.localnode import free_port
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node
 
+from kubegpu.demo.localnode import free_port
 from tests.deploy import helmrender
 from tests.deploy.podrun import MACHINE, NODE, Pod, daemonset, registered, start
 from tests.polling import wait_until

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubegpu.localnode import LocalNode
 
+from kubegpu.demo.localnode import LocalNode
 from kubegpu.gpu import faults, profiles
 
 MACHINE = "dgx-a100"

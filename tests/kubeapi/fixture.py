@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,6 +25,8 @@ from lightkube.generic_resource import create_global_resource
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Namespace, Node, Pod, ServiceAccount
 from lightkube.resources.scheduling_v1 import PriorityClass
+
+from tests.polling import wait_until
 
 from .server import KubeApiServer
 
@@ -89,14 +90,13 @@ def _ensure_crd(client: Client, manifest: dict[str, Any], created: list[str]) ->
     except ApiError as error:
         if error.status.code != 409:
             raise
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def established() -> bool:
         crd = client.get(CustomResourceDefinition, name)
         conditions = (crd.status.conditions if crd.status else None) or []
-        if any(c.type == "Established" and c.status == "True" for c in conditions):
-            return
-        time.sleep(0.05)  # poll interval of a deadline loop (tests/polling.py is for tests, this is a fixture)
-    raise AssertionError(f"CRD {name} not Established within 30 s")
+        return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+    wait_until(established, within=30, what=f"CRD {name} Established")
 
 
 @pytest.fixture(scope="session")
@@ -129,7 +129,7 @@ def kube(kube_server: KubeApiServer | None) -> Iterator[KubeEnv]:
     client = env.client()
     client.create(Namespace.from_dict({"metadata": {"name": namespace}}))
     if real:  # pods are refused until the service-account controller has made "default"
-        _wait_for(lambda: _exists(client, ServiceAccount, "default", namespace), 30, "default ServiceAccount")
+        wait_until(lambda: _exists(client, ServiceAccount, "default", namespace), 30, "default ServiceAccount")
     if kube_server is not None:
         kube_server.faults.clear()
     try:
@@ -147,14 +147,6 @@ def _exists(client: Client, res: Any, name: str, namespace: str | None = None) -
     except ApiError:
         return False
     return True
-
-
-def _wait_for(check: Any, within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not there within {within} s")
-        time.sleep(0.05)  # poll interval of a deadline loop
 
 
 def _clean_up(client: Client, env: KubeEnv) -> None:
