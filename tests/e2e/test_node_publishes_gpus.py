@@ -100,3 +100,17 @@ def test_a_bad_kubeconfig_is_one_line_and_exit_2(tmp_path: Any) -> None:
     assert done.stderr.strip().splitlines() == [
         f"kubegpu plugin: error: --node-name n1: --kubeconfig {tmp_path / 'no'}: no such file"
     ]
+
+
+def test_a_node_registered_after_the_plugin_started_gets_the_description(kube: KubeEnv) -> None:
+    name = kube.name("late-node")
+    node = LocalNode("pcie-4xt4", plugin_args=["--node-name", name, "--kubeconfig", str(kube.kubeconfig)])
+    with node:
+        node.start_kubelet()
+        node.start_plugin()
+        node.wait_log("plugin", "cannot write the node annotations")
+        kube.client().create(Node(metadata=ObjectMeta(name=name)))
+        described = wait_until(lambda: _description(kube, name), within=30, what="kubegpu.io/gpus on the late Node")
+        assert len(described["gpus"]) == 4
+        assert node.running("plugin")
+        assert node.log("plugin").count("cannot write the node annotations") == 1  # logged once, retried quietly

@@ -3,10 +3,10 @@
 Owns the one task that writes the ``kubegpu.io/gpus`` and ``kubegpu.io/gpu-devices`` annotations
 (:mod:`kubegpu.deviceplugin.rm.nodegpus` builds them) with a JSON merge patch of ``metadata.annotations``
 — no other field of the Node is touched, so it needs only ``patch`` on ``nodes`` — and the retrying:
-updates coalesce (only the newest description is written, at once), an unchanged description is not
-written again, a failed write (Node not there yet, API server away, RBAC) is logged once per distinct
-error and retried every :data:`RETRY_S`. Never raises into the plugin: a daemon does not die because the
-API is away. Must not build the description or hold health policy.
+updates coalesce (only the newest description is written, at once), an unchanged description is
+written again only every :data:`RESYNC_S`, a failed write (Node not there yet, API server away, RBAC)
+is logged once per distinct error and retried every :data:`RETRY_S`. Never raises into the plugin: a
+daemon does not die because the API is away. Must not build the description or hold health policy.
 """
 
 from __future__ import annotations
@@ -24,10 +24,14 @@ from kubegpu.kubeconfig import KubeconfigError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FIELD_MANAGER", "RETRY_S", "KubeconfigError", "NodePublisher", "connect"]
+__all__ = ["FIELD_MANAGER", "RESYNC_S", "RETRY_S", "KubeconfigError", "NodePublisher", "connect"]
 
 #: Seconds between attempts while a write fails.
 RETRY_S = 1.0
+#: Seconds after which an unchanged description is written again: a Node deleted and registered again, or an
+#: annotation removed by hand, gets it back (like GPU feature discovery's relabel period; an unchanged patch is a
+#: no-op for the API server).
+RESYNC_S = 60.0
 #: Who the API server records as the writer.
 FIELD_MANAGER = "kubegpu-plugin"
 
@@ -68,7 +72,10 @@ class NodePublisher:
 
     async def _run(self) -> None:
         while True:
-            await self._wake.wait()
+            try:
+                await asyncio.wait_for(self._wake.wait(), RESYNC_S)
+            except TimeoutError:
+                self._written = None  # write the same description again
             self._wake.clear()
             wanted = self._wanted
             if wanted is None or wanted == self._written:
@@ -95,7 +102,9 @@ class NodePublisher:
                 log.info("node annotations written again", extra={"node": self.node_name})
                 self._last_error = None
             else:
-                log.info("node annotations written", extra={"node": self.node_name, "writes": self.writes})
+                # The first write is news; later ones follow health transitions the monitor already logs.
+                level = logging.INFO if self.writes == 1 else logging.DEBUG
+                log.log(level, "node annotations written", extra={"node": self.node_name, "writes": self.writes})
 
     def _failed(self, exc: Exception) -> None:
         if isinstance(exc, ApiError):
