@@ -14,6 +14,7 @@ from lightkube.resources.core_v1 import Node
 
 from kubegpu.demo.localnode import LocalNode
 from kubegpu.gpu import faults, profiles
+from kubegpu.scheduling import exactgpus
 from tests.kubeapi.fixture import KubeEnv
 from tests.polling import wait_until
 
@@ -78,6 +79,11 @@ def test_an_xid_marks_the_gpu_unhealthy_on_the_node_within_a_second(published: t
     described = _description(kube, name)
     assert described is not None
     assert [g["index"] for g in described["gpus"] if g["health"] == "Unhealthy"] == [3]
+    # The scheduler's reader stops choosing it.
+    published = exactgpus.read(name, _annotations(kube, name)["kubegpu.io/gpus"])
+    assert exactgpus.choose(published, set(), 8) is None
+    choice = exactgpus.choose(published, set(), 7)
+    assert choice is not None and 3 not in choice.indices
     node.inject(faults.Fault(kind="recover", gpu=3))
     wait_until(lambda: not gpu3_unhealthy(), within=HEALTH_WITHIN_S, what="GPU 3 Healthy again on the Node")
 
