@@ -83,6 +83,7 @@ class KubeApiServer:
         self.bookmark_interval = bookmark_interval
         self.node_monitor_grace_period = node_monitor_grace_period
         self._monitor: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
         self._kubeconfig_path = kubeconfig
         self._history_limit = history_limit
         self.faults = Faults()
@@ -128,20 +129,33 @@ class KubeApiServer:
         await site.start()
         self.port = int(self._runner.addresses[0][1])
         if self.node_monitor_grace_period is not None:
-            self._monitor = asyncio.get_running_loop().create_task(self._monitor_nodes(self.node_monitor_grace_period))
+            self._stopping = asyncio.Event()
+            self._monitor = asyncio.get_running_loop().create_task(
+                self._monitor_nodes(self.node_monitor_grace_period, self._stopping)
+            )
 
-    async def _monitor_nodes(self, grace_s: float) -> None:
+    async def _monitor_nodes(self, grace_s: float, stopping: asyncio.Event) -> None:
         assert self.api is not None
         period = min(5.0, grace_s / 4)  # node-monitor-period is 5 s on a real controller
         while True:
-            await asyncio.sleep(period)  # the controller's own period, not a test's synchronisation
-            self.api.monitor_nodes(grace_s)
+            try:  # one pass per period, until the server stops
+                await asyncio.wait_for(stopping.wait(), timeout=period)
+                return
+            except TimeoutError:
+                self.api.monitor_nodes(grace_s)
 
     def stop(self) -> None:
         if self._loop is None:
             return
         if self._monitor is not None:
-            self._loop.call_soon_threadsafe(self._monitor.cancel)
+            monitor = self._monitor
+
+            async def finish_monitor() -> None:
+                self._stopping.set()
+                await monitor
+
+            self._call(finish_monitor)
+            self._monitor = None
         if self.api is not None:
             self._call(self.api.store.close_watches)
         if self._runner is not None:
