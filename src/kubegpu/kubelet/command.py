@@ -205,8 +205,9 @@ def _agent_config(args: argparse.Namespace) -> Any:
     from kubegpu.kubelet.pod import parse_quantity
 
     name = args.node_name or socket.gethostname().lower()
-    if config.qualified_name_error(name) or "/" in name or len(name) > 63:
-        raise ValueError(f"--node-name: {name!r} is not a valid node name (a DNS-1123 label of at most 63 characters)")
+    problem = config.node_name_error(name)
+    if problem:
+        raise ValueError(f"--node-name: {name!r} is not a valid node name: {problem}")
     if args.max_pods < 0:
         raise ValueError(f"--max-pods: must not be negative, got {args.max_pods}")
     if args.node_lease_duration_seconds <= 0:

@@ -20,6 +20,7 @@ import platform
 import uuid
 from pathlib import Path
 
+import yaml
 from lightkube import AsyncClient, ConfigError, KubeConfig
 
 from kubegpu.kubelet.agent.config import AgentConfig
@@ -38,15 +39,23 @@ class AgentError(Exception):
 
 
 def load_kubeconfig(path: Path | None) -> KubeConfig:
-    """``path``, else ``$KUBECONFIG``, else the in-cluster service account; AgentError naming the problem."""
+    """``path``, else ``$KUBECONFIG``, else the in-cluster service account; AgentError naming the problem.
+
+    The current context is resolved here, so a file without one fails now, not at the first request.
+    """
+    where = str(path) if path is not None else os.environ.get("KUBECONFIG", "~/.kube/config")
     try:
-        if path is not None:
-            return KubeConfig.from_file(path)
-        return KubeConfig.from_env()
+        config = KubeConfig.from_file(path) if path is not None else KubeConfig.from_env()
+        config.get()
     except ConfigError as exc:
-        raise AgentError(f"kubeconfig {path or os.environ.get('KUBECONFIG', '~/.kube/config')}: {exc}") from None
-    except (OSError, ValueError) as exc:
-        raise AgentError(f"kubeconfig {path}: cannot read it: {exc}") from None
+        raise AgentError(f"kubeconfig {where}: {exc}") from None
+    except OSError as exc:
+        raise AgentError(f"kubeconfig {where}: cannot read it: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise AgentError(f"kubeconfig {where}: not YAML: {' '.join(str(exc).split())}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise AgentError(f"kubeconfig {where}: not a kubeconfig (missing or malformed {exc})") from None
+    return config
 
 
 def node_info(node_name: str) -> dict[str, str]:

@@ -80,6 +80,13 @@ def qualified_name_error(key: str) -> str | None:
     return None
 
 
+def node_name_error(name: str) -> str | None:
+    """Why ``name`` cannot name a Node (a DNS-1123 subdomain; at most 63 characters, as it is also a label value)."""
+    if not name or len(name) > 63 or not _DNS1123_SUBDOMAIN.fullmatch(name):
+        return "must be lower-case alphanumerics, '-' or '.', beginning and ending alphanumeric, at most 63 characters"
+    return None
+
+
 def parse_labels(text: str, flag: str = "--node-labels") -> dict[str, str]:
     """``k=v,k2=v2`` as a dict; an empty string is no labels."""
     labels: dict[str, str] = {}
