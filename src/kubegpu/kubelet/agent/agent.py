@@ -29,6 +29,8 @@ from kubegpu.kubelet.agent.podsync import PodSync
 from kubegpu.kubelet.node import Node
 
 log = logging.getLogger(__name__)
+# One line per request at INFO would drown the agent's own one-line-per-event log.
+logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 #: Emulator events after which the node's device capacity or allocatable may have changed.
 DEVICE_EVENTS = ("registered", "devices", "disconnected", "removed")

@@ -184,7 +184,9 @@ class PodSync:
             result = await self.node.delete(namespace, name)
         except errors.ControlError:
             return
-        self._reported.discard(str(result["deleted"]["uid"]))  # type: ignore[index]
+        deleted = result["deleted"]
+        if isinstance(deleted, dict):
+            self._reported.discard(str(deleted.get("uid")))
         log.info("pod devices freed", extra={"pod": f"{namespace}/{name}", "why": why, "freed": result["freed"]})
 
     async def _delete(self, namespace: str, name: str) -> None:
