@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mps-daemon": ("kubegpu.deviceplugin.mps_command", "manage MPS control daemons for shared resources"),
     "exporter": ("kubegpu.monitoring.command", "dcgm-exporter-compatible Prometheus metrics with pod labels"),
     "simulate": ("kubegpu.scheduling.command", "trace-driven GPU scheduling simulator (FGD reproduction)"),
+    "scheduler": ("kubegpu.scheduling.live.command", "GPU-aware scheduler for a cluster: profiles, gangs, preemption"),
 }
 
 _GLOBAL_OPTIONS = ("--log-format", "--log-level")
