@@ -106,3 +106,19 @@ def test_renewing_keeps_the_resource_version_read_and_moves_renew_time() -> None
     assert body["metadata"]["resourceVersion"] == "42"
     assert body["spec"]["renewTime"] == nodeobject.micro_time(T0 + 10)
     assert read["spec"] == {}
+
+
+def test_the_gpu_devices_annotation_lists_healthy_gpus_in_the_plugins_order() -> None:
+    status = {
+        "nvidia.com/gpu": {
+            "devices": [
+                {"id": "GPU-b", "health": "Healthy"},
+                {"id": "GPU-a", "health": "Unhealthy"},
+                {"id": "GPU-c", "health": "Healthy"},
+            ]
+        },
+        "nvidia.com/mig-1g.10gb": {"devices": [{"id": "MIG-x", "health": "Healthy"}]},
+    }
+    assert nodeobject.gpu_devices(status) == "GPU-b,GPU-c"
+    assert nodeobject.gpu_devices({}) == ""
+    assert nodeobject.gpu_devices({"nvidia.com/gpu": {"removed": True, "devices": []}}) == ""

@@ -99,6 +99,27 @@ def device_counts(resource_status: Mapping[str, Mapping[str, object]]) -> dict[s
     return out
 
 
+#: Node annotation the scheduler reads: the node's healthy ``nvidia.com/gpu`` device IDs in the plugin's order.
+GPU_DEVICES_ANNOTATION = "kubegpu.io/gpu-devices"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def gpu_devices(resource_status: Mapping[str, Mapping[str, object]]) -> str:
+    """The annotation's value: healthy whole-GPU device IDs, comma-separated, in the plugin's listing order.
+
+    Healthy only: the scheduler numbers the node's allocatable GPUs 0..n-1 and maps index i to the i-th ID.
+    """
+    state = resource_status.get(GPU_RESOURCE)
+    if state is None or state.get("removed"):
+        return ""
+    devices = state.get("devices")
+    if not isinstance(devices, list):
+        return ""
+    return ",".join(
+        str(d["id"]) for d in devices if isinstance(d, Mapping) and d.get("health") == "Healthy" and "id" in d
+    )
+
+
 def format_quantity(value: Fraction) -> str:
     """A quantity as the API writes it: an integer, else millis (rounded down)."""
     if value.denominator == 1:

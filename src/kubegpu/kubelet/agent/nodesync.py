@@ -62,6 +62,7 @@ class NodeSync:
         self._last_sent: dict[str, object] | None = None
         self._last_sent_at = 0.0
         self._wake = asyncio.Event()
+        self._gpu_devices: str | None = None
         #: Status updates sent and lease renewals made (the agent's status report shows them).
         self.status_updates = 0
         self.lease_renewals = 0
@@ -108,14 +109,17 @@ class NodeSync:
 
     # ----- status ----------------------------------------------------------------------------
 
-    def current_status(self) -> dict[str, object]:
-        devices = nodeobject.device_counts(self.node.manager.resource_status())
-        return nodeobject.node_status(self.config, devices, self._conditions, self.node_info, self._clock())
-
     async def update_status(self) -> bool:
         """Send the status when it changed or the report frequency passed; True when sent."""
         self.node.manager.sweep()
-        status = self.current_status()
+        resources = self.node.manager.resource_status()
+        gpu_devices = nodeobject.gpu_devices(resources)
+        if gpu_devices != self._gpu_devices:
+            patch = {"metadata": {"annotations": {nodeobject.GPU_DEVICES_ANNOTATION: gpu_devices or None}}}
+            await self.client.patch(NodeResource, self.config.node_name, patch, patch_type=PatchType.MERGE)
+            self._gpu_devices = gpu_devices
+        devices = nodeobject.device_counts(resources)
+        status = nodeobject.node_status(self.config, devices, self._conditions, self.node_info, self._clock())
         now = self._clock()
         unchanged = self._last_sent is not None and nodeobject.without_heartbeats(
             status
