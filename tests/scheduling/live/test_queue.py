@@ -70,3 +70,13 @@ def test_removed_pods_are_never_popped() -> None:
     q.add(pod("p"), 0)
     q.remove("uid-default-p")
     assert q.pop(0.0) is None and len(q) == 0
+
+
+def test_a_cluster_change_during_the_attempt_sends_the_failed_pod_to_backoff_not_to_wait() -> None:
+    q = SchedulingQueue(initial_backoff_s=1, max_backoff_s=10)
+    q.add(pod("p"), 0)
+    p = q.pop(0.0)
+    assert p is not None
+    q.cluster_changed()  # e.g. a victim was deleted while the pod was being tried
+    q.failed(p.uid, 0.0)
+    assert q.pop(1.0) is not None

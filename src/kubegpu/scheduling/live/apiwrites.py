@@ -12,12 +12,14 @@ observed time) instead of creating another. Must not decide anything.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
 import socket
 from dataclasses import dataclass
 
+import msgspec
 from lightkube import ApiError, AsyncClient
 from lightkube.models.core_v1 import ObjectReference
 from lightkube.models.events_v1 import EventSeries
@@ -58,7 +60,10 @@ async def bind(client: AsyncClient, pod: PodInfo, node: str) -> None:
         metadata=ObjectMeta(name=pod.name, namespace=pod.namespace, uid=pod.uid or None),
         target=ObjectReference(apiVersion="v1", kind="Node", name=node),
     )
-    await client.create(binding, pod.name, namespace=pod.namespace)
+    # The API answers a binding with a Status, which lightkube decodes as a Binding and fails; errors
+    # (4xx/5xx) are raised as ApiError before decoding, so a ValidationError means the binding took effect.
+    with contextlib.suppress(msgspec.ValidationError):
+        await client.create(binding, pod.name, namespace=pod.namespace)
 
 
 async def set_unschedulable(client: AsyncClient, pod: PodInfo, message: str, nominated: str | None = None) -> None:
@@ -88,6 +93,8 @@ async def evict(client: AsyncClient, victim: PodInfo) -> bool:
     eviction = Eviction(metadata=ObjectMeta(name=victim.name, namespace=victim.namespace))
     try:
         await client.create(Pod.Eviction(metadata=eviction.metadata), victim.name, namespace=victim.namespace)
+    except msgspec.ValidationError:
+        pass  # a Status answer, as for bindings: the eviction took effect
     except ApiError as exc:
         if exc.status.code == 429:
             return False

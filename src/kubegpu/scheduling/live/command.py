@@ -124,6 +124,7 @@ def kube_config(path: str | None) -> KubeConfig:
 
 
 async def run(cfg: config.SchedulerConfig, kube: KubeConfig, host: str, port: int) -> int:
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per request is the API server's audit log
     metrics, health = serving.Metrics(), serving.Health()
     server, bound_port = serving.serve(metrics, health, host, port)
     client = AsyncClient(config=kube, field_manager="kubegpu-scheduler")

@@ -41,6 +41,10 @@ class SchedulingQueue:
         self._heap: list[tuple[int, float, int, str]] = []
         self._in_heap: set[str] = set()
         self._waiting: set[str] = set()
+        # kube-scheduler's moveRequestCycle: a cluster change while a pod was being tried means its failure may
+        # already be out of date, so it backs off instead of waiting for the next change.
+        self._moves = 0
+        self._popped_at: dict[str, int] = {}
         self._seq = itertools.count()
 
     def __len__(self) -> int:
@@ -90,6 +94,7 @@ class SchedulingQueue:
         self._entries.pop(uid, None)
         self._in_heap.discard(uid)
         self._waiting.discard(uid)
+        self._popped_at.pop(uid, None)
 
     def pop(self, now: float) -> PodInfo | None:
         """The most important pod ready to be tried now, or None."""
@@ -100,6 +105,7 @@ class SchedulingQueue:
             if e is None or uid not in self._in_heap or -neg != e.priority:
                 continue
             self._in_heap.discard(uid)
+            self._popped_at[uid] = self._moves
             return e.pod
         return None
 
@@ -111,7 +117,7 @@ class SchedulingQueue:
         e.attempts += 1
         delay: float = min(self.maximum, self.initial * 2.0 ** (e.attempts - 1))
         e.backoff_until = now + delay
-        e.unschedulable_since = now
+        e.unschedulable_since = now if self._popped_at.pop(uid, self._moves) == self._moves else None
         self._in_heap.discard(uid)
         self._waiting.add(uid)
         return delay
@@ -133,6 +139,7 @@ class SchedulingQueue:
 
     def cluster_changed(self) -> None:
         """A node was added or updated, or a pod left: every unschedulable pod may be tried again."""
+        self._moves += 1
         for uid in self._waiting:
             self._entries[uid].unschedulable_since = None
 

@@ -95,6 +95,7 @@ class LiveScheduler:
         self.in_flight: set[str] = set()
         self.first_seen: dict[str, float] = {}
         self.last_message: dict[str, str] = {}
+        self.nominated: dict[str, str] = {}
         self.wake = asyncio.Event()
         self.bind_slots = asyncio.Semaphore(BIND_CONCURRENCY)
         self.tasks: set[asyncio.Task[None]] = set()
@@ -126,12 +127,14 @@ class LiveScheduler:
             self.queue.remove(pod.uid)
             self.first_seen.pop(pod.uid, None)
             self.last_message.pop(pod.uid, None)
+            self.nominated.pop(pod.uid, None)
             self.recorder.forget(pod.uid)
             if self.cache.remove_pod(pod.uid) is not None:
                 self._changed()
             return
         if pod.node_name:
             self.queue.remove(pod.uid)
+            self.nominated.pop(pod.uid, None)
             old = self.cache.placed.get(pod.uid)
             gpus = old.gpus if old is not None and old.gpus else self.cache.gpu_indices_of(pod, pod.node_name)
             self.cache.add_pod(pod, pod.node_name, gpus)
@@ -338,7 +341,6 @@ class LiveScheduler:
 
     async def _unschedulable(self, profile: Profile, pod: PodInfo, message: str, nominated: str | None = None) -> None:
         self.metrics.attempts.labels("unschedulable", profile.scheduler_name).inc()
-        await self.recorder.event(pod, "Warning", "FailedScheduling", message)
         if self.last_message.get(pod.uid) != message or nominated is not None:
             self.last_message[pod.uid] = message
             try:
@@ -346,17 +348,39 @@ class LiveScheduler:
             except ApiError as exc:
                 if exc.status.code != 404:
                     raise
+        # After the condition, so whoever sees the event also sees the condition.
+        await self.recorder.event(pod, "Warning", "FailedScheduling", message)
 
     # --- preemption ---------------------------------------------------------------------------
+
+    def _waiting_for_victims(self, pod: PodInfo) -> str:
+        """The node this pod was nominated to if victims it evicted there are still terminating, else ""."""
+        node = self.nominated.get(pod.uid, "")
+        if not node:
+            return ""
+        mine = self.priority(pod)
+        terminating = [
+            p for p in self.cache.on_node.get(node, {}).values() if p.pod.deleting and self.priority(p.pod) < mine
+        ]
+        return node if terminating else ""
 
     async def _preempt(self, profile: Profile, pod: PodInfo, failure: FitError) -> str:
         """Try to make room by evicting lower-priority pods; returns kube-scheduler's post-filter text."""
         if self.preemption_policy(pod) == NEVER:
             return ""
+        waiting = self._waiting_for_victims(pod)
+        if waiting:
+            return f"preemption: waiting for the victims on node {waiting} to terminate"
         ranked = preemption.candidates(self.cache, profile, pod, self.priority)
         nodes = failure.nodes
         if not ranked:
-            return f"preemption: 0/{nodes} nodes are available: {nodes} No preemption victims found for incoming pod"
+            unresolvable = int((~self.cache.static_mask(pod, profile.static_filters).ok).sum())
+            parts = []
+            if nodes - unresolvable:
+                parts.append(f"{nodes - unresolvable} No preemption victims found for incoming pod")
+            if unresolvable:
+                parts.append(f"{unresolvable} Preemption is not helpful for scheduling")
+            return f"preemption: 0/{nodes} nodes are available: {', '.join(sorted(parts))}"
         self.metrics.preemptions.inc()
         refused = 0
         for candidate in ranked:
@@ -377,6 +401,7 @@ class LiveScheduler:
                 )
             if ok:
                 self.metrics.victims.observe(len(candidate.victims))
+                self.nominated[pod.uid] = candidate.node
                 await apiwrites.set_unschedulable(self.client, pod, failure.message, nominated=candidate.node)
                 log.info("preempting", extra={"pod": pod.key, "node": candidate.node, "victims": len(evicted)})
                 return f"preemption: evicting {len(evicted)} pod(s) on node {candidate.node}"
