@@ -230,10 +230,15 @@ def _run(node: LocalNode, machine: Machine, out: Reporter) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "cluster":
+        from kubegpu import democluster
+
+        return democluster.main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="kubegpu demo",
         description="A simulated GPU node end to end: kubelet emulator, device plugin and exporter as real "
-        "processes talking gRPC over unix sockets in a temp dir. Takes about 15 seconds.",
+        "processes talking gRPC over unix sockets in a temp dir. Takes about 15 seconds. "
+        "'kubegpu demo cluster --kubeconfig FILE' runs the cluster demo on an API server instead.",
     )
     parser.add_argument("--machine", default="dgx-a100", help="simulated machine profile (default: dgx-a100)")
     parser.add_argument("--json", action="store_true", help="one JSON object per line; the last is the summary")
