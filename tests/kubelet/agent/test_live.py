@@ -216,3 +216,40 @@ def test_sigterm_stops_the_agent_cleanly_and_removes_its_sockets(kube: KubeEnv, 
     assert not local.kubelet_socket.exists()
     assert not local.pod_resources_socket.exists()
     assert "node agent stopped" in local.log("kubelet")
+
+
+def test_api_errors_and_a_compacted_watch_do_not_stop_the_agent(kube: KubeEnv, agent: tuple[LocalNode, str]) -> None:
+    server = kube.require_server()
+    _, name = agent
+    client = kube.client()
+    wait_until(lambda: node_gpus(client, name) == ("8", "8"), within=30, what="Node reports 8 GPUs")
+    server.faults.arm(3, 500, resource="pods/status", verb="patch")
+    client.create(gpu_pod("first", name, 1))
+    wait_until(lambda: phase(client, "first") == "Running", within=30, what="pod first Running despite 3 errors")
+
+    server.compact()
+    server.close_watches()
+    client.create(gpu_pod("second", name, 1))
+    wait_until(lambda: phase(client, "second") == "Running", within=30, what="pod second Running after a relist")
+
+
+def test_a_restarted_agent_keeps_running_pods_and_finishes_deletions_made_while_it_was_down(
+    kube: KubeEnv, agent: tuple[LocalNode, str]
+) -> None:
+    local, name = agent
+    client = kube.client()
+    wait_until(lambda: node_gpus(client, name) == ("8", "8"), within=30, what="Node reports 8 GPUs")
+    client.create(gpu_pod("keep", name, 2))
+    client.create(gpu_pod("drop", name, 1))
+    wait_until(lambda: phase(client, "keep") == phase(client, "drop") == "Running", within=30, what="both Running")
+    kept = {p["name"]: p["containers"]["main"][GPU] for p in local.status()["pods"]}["keep"]
+
+    assert local.stop("kubelet") == 0
+    client.delete(Pod, "drop")  # bound: it waits for its kubelet
+    local.start_kubelet()
+
+    wait_until(lambda: phase(client, "drop") is None, within=30, what="drop's deletion finished by the new agent")
+    status = local.wait_for(lambda s: [p["name"] for p in s["pods"]] == ["keep"], timeout=15)
+    assert {p["name"]: p["containers"]["main"][GPU] for p in status["pods"]}["keep"] == kept
+    assert phase(client, "keep") == "Running"
+    assert status["node"]["allocate_rpcs"] == 0  # restored from the checkpoint, not allocated again

@@ -126,6 +126,7 @@ class NodeAgent:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
+        self.pod_sync.stop()
         with contextlib.suppress(Exception):
             await self.client.close()
         log.info("node agent stopped", extra={"node": self.config.node_name})

@@ -85,6 +85,10 @@ class NodeSync:
                 log.warning("unable to register node with API server", extra={"node": name, "error": _text(exc)})
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_CAP_S)
+            except Exception:
+                log.exception("node registration failed", extra={"node": name})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_CAP_S)
         meta = existing.get("metadata") or {}
         self.uid = meta.get("uid")
         self._conditions = (existing.get("status") or {}).get("conditions")
@@ -149,6 +153,9 @@ class NodeSync:
             except API_ERRORS as exc:
                 log.warning("error updating node status", extra={"node": self.config.node_name, "error": _text(exc)})
                 wait, delay = delay, min(delay * 2, RETRY_CAP_S)
+            except Exception:
+                log.exception("node status update failed", extra={"node": self.config.node_name})
+                wait, delay = delay, min(delay * 2, RETRY_CAP_S)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
@@ -180,6 +187,9 @@ class NodeSync:
             except API_ERRORS as exc:
                 # 409: someone else wrote the Lease since we read it; the next try reads it afresh.
                 log.warning("failed to update lease", extra={"node": self.config.node_name, "error": _text(exc)})
+                wait, delay = delay, min(delay * 2, RETRY_CAP_S)
+            except Exception:
+                log.exception("lease renewal failed", extra={"node": self.config.node_name})
                 wait, delay = delay, min(delay * 2, RETRY_CAP_S)
             await asyncio.sleep(wait)
 

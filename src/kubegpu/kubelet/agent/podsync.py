@@ -51,6 +51,9 @@ class PodSync:
         self.counts = {"running": 0, "rejected": 0, "deleted": 0}
         #: Pods whose Running status this agent wrote: later events about them (our own writes) need nothing.
         self._reported: set[str] = set()
+        #: Pods whose last sync failed on an API error: (namespace, name) -> its retry task and attempts.
+        self._retries: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._attempts: dict[tuple[str, str], int] = {}
 
     @property
     def _fields(self) -> dict[str, Any]:
@@ -75,6 +78,10 @@ class PodSync:
                 if not gone:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, RETRY_CAP_S)
+            except Exception:
+                log.exception("pod list/watch failed; listing again", extra={"node": self.config.node_name})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_CAP_S)
 
     async def _list(self) -> str:
         listing = self.client.list(PodResource, namespace="*", fields=self._fields)
@@ -110,7 +117,7 @@ class PodSync:
     # ----- one pod ---------------------------------------------------------------------------
 
     async def sync(self, api_pod: Mapping[str, Any]) -> None:
-        """The kubelet's sync of one pod; API errors are logged (the next event or list retries)."""
+        """The kubelet's sync of one pod; on an API error it is synced again later (capped backoff)."""
         namespace, name = podstatus.key_of(api_pod)
         uid = podstatus.uid_of(api_pod)
         held = self.node.pods.get(uid) is not None
@@ -130,6 +137,50 @@ class PodSync:
             log.warning(
                 "error syncing pod", extra={"pod": f"{namespace}/{name}", "action": action.value, "error": _text(exc)}
             )
+            self._retry_later(namespace, name)
+        except Exception:
+            # A daemon never dies on a bad pod: log with the traceback, try again later.
+            log.exception("pod sync failed", extra={"pod": f"{namespace}/{name}", "action": action.value})
+            self._retry_later(namespace, name)
+        else:
+            self._attempts.pop((namespace, name), None)
+
+    def _retry_later(self, namespace: str, name: str) -> None:
+        key = (namespace, name)
+        if key in self._retries and not self._retries[key].done():
+            return
+        attempt = self._attempts.get(key, 0) + 1
+        self._attempts[key] = attempt
+        delay = min(RETRY_START_S * 2 ** (attempt - 1), RETRY_CAP_S)
+        self._retries[key] = asyncio.create_task(
+            self._resync(namespace, name, delay), name=f"resync {namespace}/{name}"
+        )
+
+    async def _resync(self, namespace: str, name: str, delay: float) -> None:
+        """Read the pod again after ``delay`` and sync it (gone: free what it held)."""
+        await asyncio.sleep(delay)
+        self._retries.pop((namespace, name), None)
+        try:
+            api_pod = as_dict(await self.client.get(PodResource, name, namespace=namespace))
+        except ApiError as exc:
+            if exc.status.code == 404:
+                self._attempts.pop((namespace, name), None)
+                await self._release(namespace, name, "pod deleted")
+                return
+            log.warning("error reading pod", extra={"pod": f"{namespace}/{name}", "error": _text(exc)})
+            self._retry_later(namespace, name)
+            return
+        except API_ERRORS as exc:
+            log.warning("error reading pod", extra={"pod": f"{namespace}/{name}", "error": _text(exc)})
+            self._retry_later(namespace, name)
+            return
+        await self.sync(api_pod)
+
+    def stop(self) -> None:
+        """Cancel pending retries (the agent is stopping)."""
+        for task in self._retries.values():
+            task.cancel()
+        self._retries.clear()
 
     async def _admit(self, api_pod: Mapping[str, Any]) -> None:
         namespace, name = podstatus.key_of(api_pod)
