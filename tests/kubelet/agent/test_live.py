@@ -144,6 +144,9 @@ def test_the_node_registers_with_the_plugins_gpus_labels_taints_ready_and_a_rene
     lease = client.get(Lease, name, namespace="kube-node-lease")
     assert lease.spec and (lease.spec.holderIdentity, lease.spec.leaseDurationSeconds) == (name, 4)
     wait_until(lambda: (renew_time() or first) > first, within=15, what="the Lease renewed")
+    report = agent[0].status()["agent"]
+    assert report["node_name"] == name and report["registered"] and report["pods_synced"]
+    assert report["lease_renewals"] >= 2 and report["status_updates"] >= 1
 
 
 def test_a_4_gpu_pod_runs_with_4_gpus_of_that_node_and_leaves_no_trace_when_deleted(
