@@ -8,10 +8,10 @@ A rejected object raises ``StatusError`` with the real server's code and message
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
+from .codec import clone
 from .status import StatusError, forbidden, invalid
 
 Obj = dict[str, Any]
@@ -156,7 +156,7 @@ def _tolerates(tolerations: list[Obj], key: str, effect: str) -> bool:
 
 def default_pod(pod: Obj, priority_classes: list[Obj]) -> Obj:
     """A new pod as stored: defaults, the Priority admission plugin, DefaultTolerationSeconds, status Pending."""
-    pod = copy.deepcopy(pod)
+    pod = clone(pod)
     name = pod["metadata"]["name"]
     spec = pod.setdefault("spec", {})
     spec.setdefault("schedulerName", DEFAULT_SCHEDULER)
@@ -230,7 +230,7 @@ _POD_UPDATE_FORBIDDEN = (
 
 
 def _mutable_masked(spec: Obj) -> Obj:
-    masked = copy.deepcopy(spec)
+    masked = clone(spec)
     for field in ("activeDeadlineSeconds", "tolerations", "schedulingGates", "terminationGracePeriodSeconds"):
         masked.pop(field, None)
     for field in ("containers", "initContainers"):
@@ -275,7 +275,7 @@ def _ready_status(node: Obj) -> str | None:
 
 def admit_node(node: Obj) -> Obj:
     """TaintNodesByCondition: every new Node starts with the not-ready NoSchedule taint."""
-    node = copy.deepcopy(node)
+    node = clone(node)
     taints = node.setdefault("spec", {}).setdefault("taints", [])
     if not any(t.get("key") == NOT_READY and t.get("effect") == "NoSchedule" for t in taints):
         taints.append({"key": NOT_READY, "effect": "NoSchedule"})
@@ -310,7 +310,7 @@ def reconcile_node_taints(node: Obj) -> list[Obj] | None:
 
 
 def admit_priority_class(pc: Obj, existing: list[Obj], old: Obj | None = None) -> Obj:
-    pc = copy.deepcopy(pc)
+    pc = clone(pc)
     name = pc["metadata"]["name"]
     value = pc.get("value")
     if not isinstance(value, int) or isinstance(value, bool):

@@ -9,17 +9,18 @@ know HTTP framing (server.py) or stream watches (watching.py). Runs on the serve
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
-import json
 import random
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from . import admission, disruption
 from .catalog import Catalog, CatalogError, ResourceType, from_crd, prune_custom_resource
-from .patching import APPLY, apply_patch, strategic_merge_patch
+from .codec import clone, decode, encode
+from .patching import APPLY, apply_patch, merge_patch, strategic_merge_patch
 from .selectors import fields_match, labels_match, parse_field_selector, parse_label_selector
 from .status import (
     STALE_OBJECT,
@@ -35,7 +36,7 @@ from .status import (
     success_body,
     too_many_requests,
 )
-from .store import Obj, Store, encode
+from .store import Obj, Store
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -161,7 +162,7 @@ class Api:
 
     def _decode_body(self, body: bytes) -> Any:
         try:
-            return json.loads(body or b"null")
+            return decode(body or b"null")
         except ValueError as error:
             raise bad_request(f"the request body is not valid JSON: {error}") from None
 
@@ -201,6 +202,9 @@ class Api:
                     [("metadata.name", "FieldValueRequired", "Required value: name or generateName is required")],
                 )
         name = meta["name"]
+        version = str(meta.get("resourceVersion") or "")
+        if version.isdigit() and int(version) != 0:  # storage refuses it; the real answer is a bare 500
+            raise StatusError(500, "", "resourceVersion should not be set on objects to be created")
         admission.check_name(rtype.kind, rtype.group, name, dns_label=rtype.key == NAMESPACES)
         self._require_namespace(target, creating=True)
         if self.store.get(rtype.key, self._ns(target), name) is not None:
@@ -229,6 +233,21 @@ class Api:
             obj = admission.admit_priority_class(obj, self._objects(PRIORITY_CLASSES))
         elif key == CRDS:
             obj = self._admit_crd(obj)
+        elif key == "/events":
+            involved = (obj.get("involvedObject") or {}).get("namespace")
+            if involved and involved != obj["metadata"]["namespace"]:
+                raise invalid(
+                    "Event",
+                    "",
+                    obj["metadata"]["name"],
+                    [
+                        (
+                            "involvedObject.namespace",
+                            "FieldValueInvalid",
+                            f'Invalid value: "{involved}": does not match event.namespace',
+                        )
+                    ],
+                )
         elif target.rtype.custom:
             obj = prune_custom_resource(obj, target.rtype.schemas.get(target.version))
         return obj
@@ -343,7 +362,7 @@ class Api:
         token = query.get("continue")
         if token:
             try:
-                after = tuple(json.loads(token))
+                after = tuple(decode(token.encode()))
             except ValueError:
                 raise bad_request("continue key is not valid") from None
             start = next(
@@ -359,7 +378,7 @@ class Api:
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if limit > 0 and start + limit < len(selected):
             last = page[-1][0]["metadata"]
-            meta["continue"] = json.dumps([last.get("namespace", ""), last["name"]])
+            meta["continue"] = encode([last.get("namespace", ""), last["name"]]).decode()
             meta["remainingItemCount"] = len(selected) - start - limit
         api_version = rtype.api_version(target.version)
         items = [
@@ -393,13 +412,19 @@ class Api:
         if target.subresource == "status" and not target.rtype.has_status:
             raise not_found(target.rtype.group, target.rtype.plural + "/status", target.name)
         self._require_namespace(target, creating=False)
-        patch = self._decode_body(body)
         dry_run = query.get("dryRun") == "All"
         if content_type.split(";")[0].strip() == APPLY:
-            return self._apply(target, patch, dry_run)
+            if not query.get("fieldManager"):
+                raise bad_request("PATCH, application/apply-patch+yaml requests must supply a fieldManager")
+            try:
+                applied = yaml.safe_load(body or b"null")
+            except yaml.YAMLError as error:
+                raise bad_request(f"error decoding YAML: {error}") from None
+            return self._apply(target, applied, dry_run)
+        patch = self._decode_body(body)
         old = self._existing(target)
         new = apply_patch(
-            content_type, copy.deepcopy(self._versioned(target, old)), patch, strategic_allowed=not target.rtype.custom
+            content_type, clone(self._versioned(target, old)), patch, strategic_allowed=not target.rtype.custom
         )
         new.setdefault("metadata", {})
         patched_rv = new["metadata"].get("resourceVersion")
@@ -419,7 +444,8 @@ class Api:
         if old is None:
             patch.setdefault("metadata", {})["name"] = target.name
             return self.create(Target(target.rtype, target.version, target.namespace), encode(patch), dry_run)
-        new = strategic_merge_patch(copy.deepcopy(old), patch)
+        merge = merge_patch if target.rtype.custom else strategic_merge_patch
+        new = merge(clone(old), patch)
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         return self._write_update(target, old, new, dry_run)
 
@@ -429,26 +455,10 @@ class Api:
         if new_rv not in (None, "") and new_rv != old["metadata"]["resourceVersion"]:
             raise conflict(rtype.group, rtype.plural, target.name or "", STALE_OBJECT)
         if target.subresource == "status":
-            merged = {**old, "status": new.get("status")}
-            if merged["status"] is None:
-                merged.pop("status")
+            merged = self._status_update(rtype, old, new)
         else:
-            merged = dict(new)
-            meta = dict(merged["metadata"])
-            for field in (
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "namespace",
-                "name",
-                "generation",
-            ):
-                if field in old["metadata"]:
-                    meta[field] = old["metadata"][field]
-                else:
-                    meta.pop(field, None)
-            merged["metadata"] = meta
+            merged = {**new, "metadata": _keep_immutable_meta(new["metadata"], old["metadata"])}
+            meta = merged["metadata"]
             if rtype.has_status:
                 if "status" in old:
                     merged["status"] = old["status"]
@@ -473,6 +483,25 @@ class Api:
         if self._finish_if_released(target, stored):
             return self._out(target, stored)
         return self._out(target, self._after_write(target, stored))
+
+    @staticmethod
+    def _status_update(rtype: ResourceType, old: Obj, new: Obj) -> Obj:
+        """What a write to ``/status`` keeps: custom resources change only status; built-in kinds change status and
+        metadata but never spec (pods also keep their ownerReferences), as their status strategies do."""
+        if rtype.custom:
+            merged = {**old, "status": new.get("status")}
+        else:
+            merged = {k: v for k, v in old.items() if k not in ("metadata", "status")}
+            meta = _keep_immutable_meta(new["metadata"], old["metadata"])
+            if rtype.key == PODS:
+                meta.pop("ownerReferences", None)
+                if "ownerReferences" in old["metadata"]:
+                    meta["ownerReferences"] = old["metadata"]["ownerReferences"]
+            merged["metadata"] = meta
+            merged["status"] = new.get("status")
+        if merged.get("status") is None:
+            merged.pop("status", None)
+        return merged
 
     def _finish_if_released(self, target: Target, obj: Obj) -> bool:
         """An object being deleted goes once its last finalizer is removed (pods only once their grace is 0)."""
@@ -601,7 +630,7 @@ class Api:
 
     def delete_collection(self, target: Target, query: dict[str, str]) -> Reply:
         self._require_namespace(target, creating=False)
-        listed = json.loads(self.list(target, {k: v for k, v in query.items() if k != "limit"}).body)
+        listed = decode(self.list(target, {k: v for k, v in query.items() if k != "limit"}).body)
         grace = int(query["gracePeriodSeconds"]) if query.get("gracePeriodSeconds") else None
         for item in listed["items"]:
             old = self.store.get(target.rtype.key, item["metadata"].get("namespace", ""), item["metadata"]["name"])
@@ -681,6 +710,23 @@ class Api:
 
 def _spec_of(obj: Obj) -> Any:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+_IMMUTABLE_META = (
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "namespace",
+    "name",
+    "generation",
+)
+
+
+def _keep_immutable_meta(new: Obj, old: Obj) -> Obj:
+    meta = {k: v for k, v in new.items() if k not in _IMMUTABLE_META}
+    meta.update({k: old[k] for k in _IMMUTABLE_META if k in old})
+    return meta
 
 
 def _without_rv(obj: Obj) -> Obj:

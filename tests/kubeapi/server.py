@@ -9,7 +9,6 @@ manager from tests and bench scripts alike; it must not hold API semantics itsel
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -21,8 +20,10 @@ from aiohttp import web
 
 from . import discovery
 from .api import Api, Reply, Target
+from .codec import encode
 from .faults import Faults
 from .status import StatusError, internal_error, method_not_allowed, page_not_found
+from .store import Store
 from .watching import serve_watch
 
 T = TypeVar("T")
@@ -37,7 +38,7 @@ def _answer(code: int, body: bytes, headers: dict[str, str] | None = None) -> we
 
 
 def _error(error: StatusError) -> web.Response:
-    return _answer(error.code, json.dumps(error.body).encode(), error.headers)
+    return _answer(error.code, encode(error.body), error.headers)
 
 
 def write_kubeconfig(path: Path, server: str, namespace: str = "default") -> Path:
@@ -111,8 +112,7 @@ class KubeApiServer:
         return self
 
     async def _start(self) -> None:
-        self.api = Api()
-        self.api.store._history_limit = self._history_limit
+        self.api = Api(Store(history_limit=self._history_limit))
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
@@ -202,27 +202,27 @@ class KubeApiServer:
         if request.path in ("/healthz", "/readyz", "/livez"):
             return web.Response(text="ok", content_type="text/plain")
         if parts == ["version"]:
-            return _answer(200, json.dumps(discovery.VERSION).encode())
+            return _answer(200, encode(discovery.VERSION))
         if not parts or parts[0] not in ("api", "apis"):
             raise page_not_found()
         if parts[0] == "api":
             if len(parts) == 1:
-                return _answer(200, json.dumps(discovery.api_versions(f"127.0.0.1:{self.port}")).encode())
+                return _answer(200, encode(discovery.api_versions(f"127.0.0.1:{self.port}")))
             group, version, rest = "", parts[1], parts[2:]
         else:
             if len(parts) == 1:
-                return _answer(200, json.dumps(discovery.api_groups(self.api.catalog)).encode())
+                return _answer(200, encode(discovery.api_groups(self.api.catalog)))
             if len(parts) == 2:
                 doc = discovery.api_group(self.api.catalog, parts[1])
                 if doc is None:
                     raise page_not_found()
-                return _answer(200, json.dumps(doc).encode())
+                return _answer(200, encode(doc))
             group, version, rest = parts[1], parts[2], parts[3:]
         if not rest:
             doc = discovery.resource_list(self.api.catalog, group, version)
             if doc is None:
                 raise page_not_found()
-            return _answer(200, json.dumps(doc).encode())
+            return _answer(200, encode(doc))
         target = self._target(group, version, rest)
         query = dict(request.query)
         verb = self._verb(request.method, target, query)

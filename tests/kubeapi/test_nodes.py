@@ -84,17 +84,15 @@ def test_a_main_resource_update_does_not_change_node_status(kube: KubeEnv) -> No
     assert patched.status.capacity["nvidia.com/gpu"] == "8"
 
 
-def test_the_status_subresource_changes_only_status(kube: KubeEnv) -> None:
+def test_the_status_subresource_never_changes_spec(kube: KubeEnv) -> None:
     client = kube.client()
     name = kube.name("n-sub")
     client.create(Node(metadata=ObjectMeta(name=name)))
     patched = client.patch(
-        Node.Status,
-        name,
-        {"metadata": {"labels": {"ignored": "yes"}}, "status": {"allocatable": {"nvidia.com/gpu": "4"}}},
+        Node.Status, name, {"spec": {"unschedulable": True}, "status": {"allocatable": {"nvidia.com/gpu": "4"}}}
     )
     assert patched.status.allocatable == {"nvidia.com/gpu": "4"}
-    assert "ignored" not in (patched.metadata.labels or {})
+    assert not patched.spec.unschedulable
 
 
 def test_nodes_are_selected_by_label(kube: KubeEnv) -> None:
@@ -116,3 +114,21 @@ def test_nodes_are_selected_by_label(kube: KubeEnv) -> None:
     assert names("nvidia.com/gpu.product notin (A100)") == {"b", "c"}
     assert names("nvidia.com/gpu.product") == {"a", "b"}
     assert names("!nvidia.com/gpu.product") == {"c"}
+
+
+def test_a_cordoned_node_gets_the_unschedulable_taint(kube: KubeEnv) -> None:
+    client = kube.client()
+    name = kube.name("n-cordon")
+    client.create(Node(metadata=ObjectMeta(name=name)))
+    client.patch(Node, name, {"spec": {"unschedulable": True}})
+    wait_until(
+        lambda: ("node.kubernetes.io/unschedulable", "NoSchedule") in _taints(kube, name),
+        within=60,
+        what="unschedulable taint",
+    )
+    client.patch(Node, name, {"spec": {"unschedulable": None}})
+    wait_until(
+        lambda: ("node.kubernetes.io/unschedulable", "NoSchedule") not in _taints(kube, name),
+        within=60,
+        what="unschedulable taint gone",
+    )

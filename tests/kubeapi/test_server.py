@@ -101,3 +101,45 @@ def test_an_unknown_path_is_a_404_status(kube: KubeEnv) -> None:
     answer = kube.http().get("/api/v1/nosuchthings")
     assert answer.status_code == 404
     assert answer.json()["kind"] == "Status" and answer.json()["reason"] == "NotFound"
+
+
+def test_the_server_runs_as_a_process_of_its_own_and_stops_on_sigterm(tmp_path: Path) -> None:
+    import signal
+
+    from tests.conftest import REPO
+    from tests.polling import wait_until
+
+    kubeconfig = tmp_path / "kubeconfig"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.kubeapi", "--kubeconfig", str(kubeconfig)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith("serving http://127.0.0.1:")
+        client = Client(config=KubeConfig.from_file(kubeconfig))
+        assert client.get(Namespace, "kube-system").metadata.name == "kube-system"
+        process.send_signal(signal.SIGTERM)
+        wait_until(lambda: process.poll() is not None, within=20, what="the server process to exit")
+        assert process.returncode == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_the_server_process_refuses_a_kubeconfig_in_a_missing_directory(tmp_path: Path) -> None:
+    from tests.conftest import REPO
+
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.kubeapi", "--kubeconfig", str(tmp_path / "no" / "kc")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"--kubeconfig: directory {tmp_path / 'no'} does not exist"

@@ -207,3 +207,15 @@ async def test_close_watches_ends_open_streams(kube: KubeEnv) -> None:
     task = asyncio.create_task(asyncio.to_thread(watch_until_closed))
     await eventually(lambda: server.close_watches() > 0 or task.done(), within=10, what="a watch to close")
     assert await asyncio.wait_for(task, 10) == "ended"
+
+
+def test_send_initial_events_lists_then_marks_the_end_with_a_bookmark(kube: KubeEnv) -> None:
+    kube.client().create(ConfigMap(metadata=ObjectMeta(name="initial")))
+    events = _watch_lines(
+        kube,
+        {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": "true"},
+        lambda evs: any(e["type"] == "BOOKMARK" for e in evs),
+    )
+    assert ("ADDED", "initial") in [(e["type"], e["object"]["metadata"].get("name")) for e in events]
+    end = next(e for e in events if e["type"] == "BOOKMARK")
+    assert end["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}

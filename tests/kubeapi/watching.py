@@ -10,13 +10,13 @@ change objects; it reads the store and its subscription queue only.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
 from aiohttp import web
 
 from .api import Api, Target
+from .codec import decode, encode
 from .selectors import (
     FieldRequirement,
     Requirement,
@@ -25,7 +25,7 @@ from .selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from .status import bad_request, gone
+from .status import StatusError, bad_request, gone
 from .store import Event, Gone, Obj
 
 
@@ -73,6 +73,14 @@ async def serve_watch(
     except ValueError:
         raise bad_request(f"invalid timeoutSeconds {timeout!r}") from None
     rv_param = query.get("resourceVersion")
+    # WatchList (sendInitialEvents): the current state as ADDED events, then a bookmark marking their end.
+    initial_events = query.get("sendInitialEvents") in ("true", "1")
+    if initial_events:
+        if query.get("resourceVersionMatch") != "NotOlderThan":
+            raise invalid_watch("sendInitialEvents", "resourceVersionMatch must be NotOlderThan")
+        if not bookmarks:
+            raise invalid_watch("allowWatchBookmarks", "sendInitialEvents requires allowWatchBookmarks=true")
+        rv_param = None
     if rv_param not in (None, "", "0"):
         try:
             start_rv = int(rv_param or 0)
@@ -98,7 +106,7 @@ async def serve_watch(
                     backlog.append((seen, event.raw))
                 last_rv = event.rv
         except Gone as expired:
-            error = json.dumps(gone(expired.requested, expired.oldest).body).encode()
+            error = encode(gone(expired.requested, expired.oldest).body)
         last_rv = max(last_rv, store.rv) if error is None else last_rv
 
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
@@ -110,6 +118,8 @@ async def serve_watch(
             return response
         for event_type, raw in backlog:
             await response.write(_line(event_type, _at_version(raw, rtype.custom, api_version)))
+        if initial_events:
+            await response.write(_line("BOOKMARK", _bookmark(api_version, rtype.kind, last_rv, initial_end=True)))
         next_bookmark = time.monotonic() + bookmark_interval
         while True:
             now = time.monotonic()
@@ -143,16 +153,23 @@ async def serve_watch(
         store.unsubscribe(subscription)
 
 
-def _bookmark(api_version: str, kind: str, rv: int) -> bytes:
-    body: dict[str, Any] = {"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": str(rv)}}
-    return json.dumps(body, separators=(",", ":")).encode()
+def invalid_watch(field: str, why: str) -> StatusError:
+    return StatusError(422, "Invalid", f'ListOptions.meta.k8s.io "" is invalid: {field}: Forbidden: {why}')
+
+
+def _bookmark(api_version: str, kind: str, rv: int, initial_end: bool = False) -> bytes:
+    meta: dict[str, Any] = {"resourceVersion": str(rv)}
+    if initial_end:
+        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    body: dict[str, Any] = {"kind": kind, "apiVersion": api_version, "metadata": meta}
+    return encode(body)
 
 
 def _at_version(raw: bytes, custom: bool, api_version: str) -> bytes:
     if not custom:
         return raw
-    obj = json.loads(raw)
+    obj = decode(raw)
     if obj.get("apiVersion") == api_version:
         return raw
     obj["apiVersion"] = api_version
-    return json.dumps(obj, separators=(",", ":")).encode()
+    return encode(obj)

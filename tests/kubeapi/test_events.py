@@ -1,0 +1,81 @@
+"""Events: core/v1 Events as schedulers and kubelets write them, selected by the fields they are listed with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from lightkube.resources.core_v1 import Event
+from lightkube.resources.events_v1 import Event as EventV1
+
+from tests.kubeapi.fixture import KubeEnv
+
+pytestmark = pytest.mark.live_scheduler
+
+
+def _event(kube: KubeEnv, name: str, pod: str, reason: str, kind: str = "Normal", count: int = 1) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": kube.namespace},
+        "involvedObject": {"kind": "Pod", "namespace": kube.namespace, "name": pod, "apiVersion": "v1"},
+        "reason": reason,
+        "message": f"{reason} {pod}",
+        "type": kind,
+        "count": count,
+        "source": {"component": "gpu-scheduler"},
+        "reportingComponent": "gpu-scheduler",
+        "firstTimestamp": "2026-01-01T00:00:00Z",
+        "lastTimestamp": "2026-01-01T00:00:00Z",
+    }
+
+
+def test_events_are_listed_by_involved_object_and_reason(kube: KubeEnv) -> None:
+    client = kube.client()
+    client.create(Event.from_dict(_event(kube, "e1", "p1", "Scheduled")))
+    client.create(Event.from_dict(_event(kube, "e2", "p2", "FailedScheduling", "Warning")))
+    client.create(Event.from_dict(_event(kube, "e3", "p2", "Scheduled")))
+
+    def names(**fields: str) -> set[str]:
+        return {e.metadata.name for e in client.list(Event, fields=fields)}
+
+    assert names(**{"involvedObject.name": "p2"}) == {"e2", "e3"}
+    assert names(**{"reason": "FailedScheduling"}) == {"e2"}
+    assert names(**{"involvedObject.name": "p2", "type": "Normal"}) == {"e3"}
+    assert names(**{"source": "gpu-scheduler", "involvedObject.kind": "Pod"}) == {"e1", "e2", "e3"}
+
+
+def test_an_aggregated_event_is_updated_in_place(kube: KubeEnv) -> None:
+    client = kube.client()
+    client.create(Event.from_dict(_event(kube, "agg", "p", "FailedScheduling", "Warning")))
+    client.patch(Event, "agg", {"count": 2, "lastTimestamp": "2026-01-01T00:01:00Z"})
+    event = client.get(Event, "agg")
+    assert event.count == 2 and event.reason == "FailedScheduling"
+
+
+def test_events_k8s_io_v1_events_are_served(kube: KubeEnv) -> None:
+    client = kube.client()
+    client.create(
+        EventV1.from_dict(
+            {
+                "metadata": {"name": "new-style"},
+                "eventTime": "2026-01-01T00:00:00.000000Z",
+                "reportingController": "kubegpu.io/scheduler",
+                "reportingInstance": "a",
+                "action": "Binding",
+                "reason": "Scheduled",
+                "type": "Normal",
+                "note": "assigned",
+                "regarding": {"kind": "Pod", "namespace": kube.namespace, "name": "p"},
+            }
+        )
+    )
+    assert client.get(EventV1, "new-style").note == "assigned"
+
+
+def test_an_event_about_an_object_in_another_namespace_is_422(kube: KubeEnv) -> None:
+    from lightkube import ApiError
+
+    body = _event(kube, "stray", "p", "Scheduled")
+    body["involvedObject"]["namespace"] = "elsewhere"
+    with pytest.raises(ApiError) as caught:
+        kube.client().create(Event.from_dict(body))
+    assert caught.value.status.code == 422
