@@ -1,4 +1,4 @@
-"""The node agent: NVIDIA k8s-device-plugin compatible device plugin.
+"""The device plugin: NVIDIA k8s-device-plugin compatible.
 
 Owns config (flags, env, file), resource naming (whole GPUs, MIG, sharing
 replicas), Allocate responses, health policy, CDI specs, node labels, the
