@@ -1,4 +1,4 @@
-"""The device plugin: NVIDIA k8s-device-plugin compatible.
+"""The node agent: NVIDIA k8s-device-plugin compatible device plugin.
 
 Owns config (flags, env, file), resource naming (whole GPUs, MIG, sharing
 replicas), Allocate responses, health policy, CDI specs, node labels, the
