@@ -104,6 +104,11 @@ def bound_requests(client: Client, node_name: str) -> int:
     return total
 
 
+def ours(status: dict[str, Any], kube: KubeEnv) -> dict[str, dict[str, Any]]:
+    """The emulator's pods of this test's namespace by name (a real cluster's DaemonSets may land on the node too)."""
+    return {p["name"]: p for p in status["pods"] if p["namespace"] == kube.namespace}
+
+
 def phase(client: Client, name: str) -> str | None:
     try:
         pod = client.get(Pod, name)
@@ -173,12 +178,12 @@ def test_a_4_gpu_pod_runs_with_4_gpus_of_that_node_and_leaves_no_trace_when_dele
     # As the real kubelet: allocatable stays 8 (it counts healthy devices); the scheduler subtracts bound pods.
     assert node_gpus(client, name) == ("8", "8")
     assert 8 - bound_requests(client, name) == 4
-    held = {p["name"]: p for p in local.status()["pods"]}
+    held = ours(local.status(), kube)
     assert set(held["train"]["containers"]["main"][GPU]) == set(visible)
 
     client.delete(Pod, "train")
     wait_until(lambda: phase(client, "train") is None, within=30, what="pod train gone from the API")
-    assert local.wait_for(lambda s: not s["pods"] and not s["resources"][GPU]["allocated"], timeout=15)
+    assert local.wait_for(lambda s: not ours(s, kube) and not s["resources"][GPU]["allocated"], timeout=15)
 
 
 def test_an_xid_on_a_gpu_makes_node_allocatable_drop(kube: KubeEnv, agent: tuple[LocalNode, str]) -> None:
@@ -208,7 +213,7 @@ def test_a_pod_the_devices_cannot_satisfy_fails_with_unexpected_admission_error(
     )
     events = [e for e in client.list(Event) if e.involvedObject.name == "greedy"]
     assert any(e.reason == "UnexpectedAdmissionError" and e.type == "Warning" for e in events)
-    assert not local.status()["pods"]
+    assert not ours(local.status(), kube)
 
 
 def test_sigterm_stops_the_agent_cleanly_and_removes_its_sockets(kube: KubeEnv, agent: tuple[LocalNode, str]) -> None:
@@ -245,14 +250,14 @@ def test_a_restarted_agent_keeps_running_pods_and_finishes_deletions_made_while_
     client.create(gpu_pod("keep", name, 2))
     client.create(gpu_pod("drop", name, 1))
     wait_until(lambda: phase(client, "keep") == phase(client, "drop") == "Running", within=30, what="both Running")
-    kept = {p["name"]: p["containers"]["main"][GPU] for p in local.status()["pods"]}["keep"]
+    kept = ours(local.status(), kube)["keep"]["containers"]["main"][GPU]
 
     assert local.stop("kubelet") == 0
     client.delete(Pod, "drop")  # bound: it waits for its kubelet
     local.start_kubelet()
 
     wait_until(lambda: phase(client, "drop") is None, within=30, what="drop's deletion finished by the new agent")
-    status = local.wait_for(lambda s: [p["name"] for p in s["pods"]] == ["keep"], timeout=15)
-    assert {p["name"]: p["containers"]["main"][GPU] for p in status["pods"]}["keep"] == kept
+    status = local.wait_for(lambda s: list(ours(s, kube)) == ["keep"], timeout=15)
+    assert ours(status, kube)["keep"]["containers"]["main"][GPU] == kept
     assert phase(client, "keep") == "Running"
     assert status["node"]["allocate_rpcs"] == 0  # restored from the checkpoint, not allocated again

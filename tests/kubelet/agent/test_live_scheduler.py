@@ -152,7 +152,7 @@ def test_a_4_gpu_pod_binds_through_the_scheduler_and_its_container_gets_4_gpus_o
     ].split(",")
     assert len(set(visible)) == 4
     assert set(visible) <= {d["id"] for d in bound.status()["resources"][GPU]["devices"]}
-    held = {p["name"]: p["containers"]["main"][GPU] for p in bound.status()["pods"]}
+    held = {p["name"]: p["containers"]["main"][GPU] for p in bound.status()["pods"] if p["namespace"] == kube.namespace}
     assert set(held["train"]) == set(visible)
     other = next(n for name, n in nodes.items() if name != pod.spec.nodeName)
-    assert not other.status()["pods"]
+    assert not [p for p in other.status()["pods"] if p["namespace"] == kube.namespace]
