@@ -179,9 +179,30 @@ def main(argv: list[str]) -> int:
             agent_config = _agent_config(args)
         except ValueError as exc:
             parser.error(str(exc))
-    elif args.node_name is not None:
-        parser.error("--node-name needs --kubeconfig (the node agent plays a Node on an API server)")
+    else:
+        given = [flag for flag in _AGENT_FLAGS if getattr(args, _dest(flag)) != parser.get_default(_dest(flag))]
+        if given:
+            parser.error(f"{given[0]} needs --kubeconfig (the node agent plays a Node on an API server)")
     return _run_daemon(args, agent_config)
+
+
+_AGENT_FLAGS = (
+    "--node-name",
+    "--node-labels",
+    "--register-with-taints",
+    "--node-status-update-frequency",
+    "--node-status-report-frequency",
+    "--node-lease-duration-seconds",
+    "--capacity",
+    "--max-pods",
+    "--kube-reserved",
+    "--system-reserved",
+    "--node-ip",
+)
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
 
 
 def _host_capacity() -> dict[str, str]:
@@ -198,6 +219,7 @@ def _host_capacity() -> dict[str, str]:
 
 def _agent_config(args: argparse.Namespace) -> Any:
     """The agent's settings from the flags; ValueError naming the flag."""
+    import ipaddress
     import socket
     from fractions import Fraction
 
@@ -208,6 +230,10 @@ def _agent_config(args: argparse.Namespace) -> Any:
     problem = config.node_name_error(name)
     if problem:
         raise ValueError(f"--node-name: {name!r} is not a valid node name: {problem}")
+    try:
+        ipaddress.ip_address(args.node_ip)
+    except ValueError:
+        raise ValueError(f"--node-ip: {args.node_ip!r} is not an IP address") from None
     if args.max_pods < 0:
         raise ValueError(f"--max-pods: must not be negative, got {args.max_pods}")
     if args.node_lease_duration_seconds <= 0:

@@ -30,8 +30,9 @@ def kubeconfig(tmp_path: Path) -> Path:
         (["--capacity", "cpu=many"], "--capacity: cpu: 'many' is not a quantity"),
         (["--kube-reserved", "memory"], "--kube-reserved: 'memory' must be resource=quantity"),
         (["--node-lease-duration-seconds", "0"], "--node-lease-duration-seconds: must be positive, got 0"),
+        (["--node-ip", "localhost"], "--node-ip: 'localhost' is not an IP address"),
     ],
-    ids=["label", "taint", "duration", "node-name", "capacity", "reserved", "lease"],
+    ids=["label", "taint", "duration", "node-name", "capacity", "reserved", "lease", "node-ip"],
 )
 def test_a_bad_agent_flag_exits_2_naming_it(
     argv: list[str], message: str, kubeconfig: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -43,11 +44,14 @@ def test_a_bad_agent_flag_exits_2_naming_it(
     assert not (tmp_path / "dp").exists()
 
 
-def test_node_name_without_kubeconfig_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("argv", [["--node-name", "gpu-1"], ["--node-labels=a=b"], ["--max-pods", "10"]])
+def test_an_agent_flag_without_kubeconfig_exits_2(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exc:
-        command.main(["--node-name", "gpu-1", "--socket-dir", str(tmp_path)])
+        command.main([*argv, "--socket-dir", str(tmp_path)])
     assert exc.value.code == 2
-    assert "--node-name needs --kubeconfig" in capsys.readouterr().err
+    assert f"{argv[0].split('=')[0]} needs --kubeconfig" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("content", [None, "not: [a kubeconfig", "apiVersion: v1\nkind: Config\n"])
