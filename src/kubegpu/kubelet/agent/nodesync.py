@@ -82,7 +82,9 @@ class NodeSync:
                 existing = await self._create_or_get()
                 break
             except API_ERRORS as exc:
-                log.warning("unable to register node with API server", extra={"node": name, "error": _text(exc)})
+                log.warning(
+                    "unable to register node with API server", extra={"node": name, "error": describe_error(exc)}
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_CAP_S)
             except Exception:
@@ -151,7 +153,9 @@ class NodeSync:
                 delay = RETRY_START_S
                 wait = self.config.status_update_frequency
             except API_ERRORS as exc:
-                log.warning("error updating node status", extra={"node": self.config.node_name, "error": _text(exc)})
+                log.warning(
+                    "error updating node status", extra={"node": self.config.node_name, "error": describe_error(exc)}
+                )
                 wait, delay = delay, min(delay * 2, RETRY_CAP_S)
             except Exception:
                 log.exception("node status update failed", extra={"node": self.config.node_name})
@@ -186,7 +190,9 @@ class NodeSync:
                 wait = self.config.lease_renew_interval
             except API_ERRORS as exc:
                 # 409: someone else wrote the Lease since we read it; the next try reads it afresh.
-                log.warning("failed to update lease", extra={"node": self.config.node_name, "error": _text(exc)})
+                log.warning(
+                    "failed to update lease", extra={"node": self.config.node_name, "error": describe_error(exc)}
+                )
                 wait, delay = delay, min(delay * 2, RETRY_CAP_S)
             except Exception:
                 log.exception("lease renewal failed", extra={"node": self.config.node_name})
@@ -200,7 +206,7 @@ def as_dict(obj: Any) -> dict[str, Any]:
     return out
 
 
-def _text(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
     if isinstance(exc, ApiError):
         return f"{exc.status.code} {exc.status.reason}: {exc.status.message}"
     return f"{type(exc).__name__}: {exc}"

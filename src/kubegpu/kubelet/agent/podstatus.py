@@ -54,6 +54,10 @@ def uid_of(api_pod: Mapping[str, Any]) -> str:
     return str(_get(api_pod, "metadata", "uid") or "")
 
 
+def phase_of(api_pod: Mapping[str, Any]) -> str:
+    return str(_get(api_pod, "status", "phase") or "Pending")
+
+
 def key_of(api_pod: Mapping[str, Any]) -> tuple[str, str]:
     return str(_get(api_pod, "metadata", "namespace") or "default"), str(_get(api_pod, "metadata", "name") or "")
 

@@ -29,7 +29,7 @@ from lightkube.types import PatchType
 from kubegpu.kubelet import errors
 from kubegpu.kubelet.agent import podstatus
 from kubegpu.kubelet.agent.config import AgentConfig
-from kubegpu.kubelet.agent.nodesync import API_ERRORS, RETRY_CAP_S, RETRY_START_S, _text, as_dict
+from kubegpu.kubelet.agent.nodesync import API_ERRORS, RETRY_CAP_S, RETRY_START_S, as_dict, describe_error
 from kubegpu.kubelet.node import Node
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class PodSync:
                 log.log(
                     logging.INFO if gone else logging.WARNING,
                     "pod watch ended; listing again",
-                    extra={"node": self.config.node_name, "error": _text(exc)},
+                    extra={"node": self.config.node_name, "error": describe_error(exc)},
                 )
                 if not gone:
                     await asyncio.sleep(delay)
@@ -132,10 +132,11 @@ class PodSync:
                     await self._release(namespace, name, "deletion requested")
                 await self._delete(namespace, name)
             elif action is podstatus.Action.RELEASE:
-                await self._release(namespace, name, f"pod {podstatus._get(api_pod, 'status', 'phase')}")
+                await self._release(namespace, name, f"pod {podstatus.phase_of(api_pod)}")
         except API_ERRORS as exc:
             log.warning(
-                "error syncing pod", extra={"pod": f"{namespace}/{name}", "action": action.value, "error": _text(exc)}
+                "error syncing pod",
+                extra={"pod": f"{namespace}/{name}", "action": action.value, "error": describe_error(exc)},
             )
             self._retry_later(namespace, name)
         except Exception:
@@ -167,11 +168,11 @@ class PodSync:
                 self._attempts.pop((namespace, name), None)
                 await self._release(namespace, name, "pod deleted")
                 return
-            log.warning("error reading pod", extra={"pod": f"{namespace}/{name}", "error": _text(exc)})
+            log.warning("error reading pod", extra={"pod": f"{namespace}/{name}", "error": describe_error(exc)})
             self._retry_later(namespace, name)
             return
         except API_ERRORS as exc:
-            log.warning("error reading pod", extra={"pod": f"{namespace}/{name}", "error": _text(exc)})
+            log.warning("error reading pod", extra={"pod": f"{namespace}/{name}", "error": describe_error(exc)})
             self._retry_later(namespace, name)
             return
         await self.sync(api_pod)
@@ -259,4 +260,4 @@ class PodSync:
             await self.client.create(codecs.from_dict(body))
         except API_ERRORS as exc:
             # An event is best effort, as in the kubelet's recorder.
-            log.warning("unable to write event", extra={"reason": reason, "error": _text(exc)})
+            log.warning("unable to write event", extra={"reason": reason, "error": describe_error(exc)})
