@@ -4,9 +4,10 @@ Owns the life of ``kubegpu kubelet``: create the socket dir (0750), refuse to
 start if another emulator serves it, clean it (plugins learn the kubelet
 restarted), restore the checkpoint and pod store, then serve the pod-resources
 API, the control API and finally ``Registration`` on ``kubelet.sock`` (its
-creation is the plugins' cue, so everything else is ready first). While
-running it sweeps capacity the way node-status updates call ``GetCapacity``.
-SIGTERM/SIGINT: disconnect every plugin, stop serving, remove the sockets.
+creation is the plugins' cue, so everything else is ready first), and last
+the node agent when one is given (``--kubeconfig``). While running it sweeps
+capacity the way node-status updates call ``GetCapacity``. SIGTERM/SIGINT:
+stop the agent, disconnect every plugin, stop serving, remove the sockets.
 Must not contain device-manager logic.
 """
 
