@@ -494,13 +494,19 @@ def main(argv: list[str]) -> int:
         return 2
     error = ""
     try:
-        _run(demo, out)
-    except (DemoError, NodeError, TimeoutError, OSError) as exc:
-        error = str(exc)
-        out.check("the demo ran to the end", False, error)
-    except Exception as exc:  # an API refusal (lightkube.ApiError) or the like: one line, then clean up
-        error = f"{type(exc).__name__}: {exc}"
-        out.check("the demo ran to the end", False, error)
+        try:
+            _run(demo, out)
+        except (DemoError, NodeError, TimeoutError, OSError) as exc:
+            error = str(exc)
+        except Exception as exc:  # an API refusal (lightkube.ApiError) or the like: one line, then clean up
+            error = f"{type(exc).__name__}: {exc}"
+        if error:
+            out.check("the demo ran to the end", False, error)
+            if not args.json:
+                for node_name, local in demo.nodes.items():
+                    for process in ("scheduler", "kubelet", "plugin"):
+                        if local.log(process):
+                            print(f"--- {node_name}: {process} log ---\n{local.log_tail(process, 8)}", file=sys.stderr)
     finally:
         demo.close()
     failed = [c["check"] for c in out.checks if not c["ok"]]
