@@ -261,3 +261,30 @@ def test_a_restarted_agent_keeps_running_pods_and_finishes_deletions_made_while_
     assert ours(status, kube)["keep"]["containers"]["main"][GPU] == kept
     assert phase(client, "keep") == "Running"
     assert status["node"]["allocate_rpcs"] == 0  # restored from the checkpoint, not allocated again
+
+
+def test_an_unchanged_status_is_not_resent_every_tick_and_a_lease_someone_else_wrote_is_taken_back(
+    kube: KubeEnv, agent: tuple[LocalNode, str]
+) -> None:
+    local, name = agent
+    client = kube.client()
+    wait_until(lambda: node_gpus(client, name) == ("8", "8"), within=30, what="Node reports 8 GPUs")
+    before = local.status()["agent"]
+    # The lease is renewed every second (duration 4 s); three renewals are three status ticks (1 s) too.
+    wait_until(
+        lambda: local.status()["agent"]["lease_renewals"] >= before["lease_renewals"] + 3,
+        within=20,
+        what="three more lease renewals",
+    )
+    assert local.status()["agent"]["status_updates"] == before["status_updates"]
+
+    lease = client.get(Lease, name, namespace="kube-node-lease")
+    assert lease.spec
+    lease.spec.holderIdentity = "someone-else"
+    client.replace(lease)
+
+    def holder() -> str | None:
+        current = client.get(Lease, name, namespace="kube-node-lease")
+        return current.spec.holderIdentity if current.spec else None
+
+    wait_until(lambda: holder() == name, within=20, what="the agent holding its Lease again")
