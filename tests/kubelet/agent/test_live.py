@@ -152,6 +152,9 @@ def test_the_node_registers_with_the_plugins_gpus_labels_taints_ready_and_a_rene
     report = agent[0].status()["agent"]
     assert report["node_name"] == name and report["registered"] and report["pods_synced"]
     assert report["lease_renewals"] >= 2 and report["status_updates"] >= 1
+    shown = agent[0].cli("kubelet", "status", "--socket-dir", str(agent[0].socket_dir))
+    assert shown.returncode == 0
+    assert f"node agent: Node {name} registered;" in shown.stdout
 
 
 def test_a_4_gpu_pod_runs_with_4_gpus_of_that_node_and_leaves_no_trace_when_deleted(
