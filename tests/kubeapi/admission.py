@@ -9,7 +9,10 @@ A rejected object raises ``StatusError`` with the real server's code and message
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Any
+
+from lightkube.utils.quantity import parse_quantity
 
 from .codec import clone
 from .status import StatusError, forbidden, invalid
@@ -89,6 +92,28 @@ def _containers(spec: Obj) -> list[tuple[str, Obj]]:
     return found
 
 
+def _quantity(value: Any) -> Decimal:
+    try:
+        parsed = parse_quantity(str(value))
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise invalid(
+            "Pod",
+            "",
+            "",
+            [
+                (
+                    "resources",
+                    "FieldValueInvalid",
+                    f'Invalid value: "{value}": quantities '
+                    "must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+                )
+            ],
+        )
+    return parsed
+
+
 def validate_pod(pod: Obj) -> None:
     name = pod["metadata"]["name"]
     spec = pod.get("spec") or {}
@@ -103,9 +128,8 @@ def validate_pod(pod: Obj) -> None:
         resources = container.get("resources") or {}
         requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
         for resource, quantity in requests.items():
-            if not _is_extended(resource):
-                continue
-            if resource not in limits:
+            limit = limits.get(resource)
+            if _is_extended(resource) and limit is None:
                 causes.append(
                     (
                         f"{path}.resources.limits",
@@ -113,12 +137,20 @@ def validate_pod(pod: Obj) -> None:
                         "Required value: Limit must be set for non overcommitable resources",
                     )
                 )
-            elif str(limits[resource]) != str(quantity):
+            elif limit is not None and _quantity(quantity) != _quantity(limit) and _is_extended(resource):
                 causes.append(
                     (
                         f"{path}.resources.requests",
                         "FieldValueInvalid",
-                        f'Invalid value: "{quantity}": must be equal to {resource} limit of {limits[resource]}',
+                        f'Invalid value: "{quantity}": must be equal to {resource} limit of {limit}',
+                    )
+                )
+            elif limit is not None and _quantity(quantity) > _quantity(limit):
+                causes.append(
+                    (
+                        f"{path}.resources.requests",
+                        "FieldValueInvalid",
+                        f'Invalid value: "{quantity}": must be less than or equal to {resource} limit of {limit}',
                     )
                 )
     if causes:

@@ -38,6 +38,8 @@ from .status import (
 )
 from .store import Obj, Store
 
+ROOT_CA = "kube-root-ca.crt"
+_NO_CA = "-----BEGIN CERTIFICATE-----\n(in-process test server: no TLS)\n-----END CERTIFICATE-----\n"
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 PODS, NODES, NAMESPACES = "/pods", "/nodes", "/namespaces"
@@ -119,10 +121,23 @@ class Api:
         ns["spec"] = {"finalizers": ["kubernetes"]}
         ns["status"] = {"phase": "Active"}
         stored = self.store.put(NAMESPACES, ns)
-        # The service-account controller gives every namespace its "default" ServiceAccount.
+        # The service-account controller gives every namespace its "default" ServiceAccount, and the root CA
+        # publisher its "kube-root-ca.crt" ConfigMap.
         self.store.put(
             "/serviceaccounts",
             self._new_meta({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}, name),
+        )
+        self.store.put(
+            "/configmaps",
+            self._new_meta(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": ROOT_CA},
+                    "data": {"ca.crt": _NO_CA},
+                },
+                name,
+            ),
         )
         return stored
 
@@ -166,7 +181,7 @@ class Api:
         except ValueError as error:
             raise bad_request(f"the request body is not valid JSON: {error}") from None
 
-    def _body_object(self, target: Target, body: bytes) -> Obj:
+    def body_object(self, target: Target, body: bytes) -> Obj:
         obj = self._decode_body(body)
         if not isinstance(obj, dict):
             raise bad_request("the request body must be a JSON object")
@@ -187,7 +202,7 @@ class Api:
         if target.name is not None or target.subresource is not None:
             raise method_not_allowed()
         rtype = target.rtype
-        obj = self._body_object(target, body)
+        obj = self.body_object(target, body)
         meta = obj["metadata"]
         if rtype.namespaced and meta.get("namespace") and meta["namespace"] != target.namespace:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
@@ -394,7 +409,7 @@ class Api:
             raise method_not_allowed()
         if target.subresource == "status" and not target.rtype.has_status:
             raise not_found(target.rtype.group, target.rtype.plural + "/status", target.name)
-        new = self._body_object(target, body)
+        new = self.body_object(target, body)
         meta = new["metadata"]
         if meta.get("name") and meta["name"] != target.name:
             raise bad_request(
@@ -457,6 +472,14 @@ class Api:
         if target.subresource == "status":
             merged = self._status_update(rtype, old, new)
         else:
+            uid = new["metadata"].get("uid")
+            if uid and uid != old["metadata"]["uid"]:
+                raise invalid(
+                    rtype.kind,
+                    rtype.group,
+                    target.name or "",
+                    [("metadata.uid", "FieldValueInvalid", f'Invalid value: "{uid}": field is immutable')],
+                )
             merged = {**new, "metadata": _keep_immutable_meta(new["metadata"], old["metadata"])}
             meta = merged["metadata"]
             if rtype.has_status:

@@ -3,7 +3,8 @@
 Without ``KUBEGPU_TEST_KUBECONFIG`` one in-process ``KubeApiServer`` serves the whole session; with it, the
 cluster that kubeconfig names is used instead. Either way each test gets a fresh namespace (deleted
 afterwards, its pods force-deleted first so nothing waits for a kubelet) and a prefix for the cluster-scoped
-objects it creates (Nodes, PriorityClasses, Namespaces), which are deleted afterwards too. Tests that need
+objects it creates (Nodes, PriorityClasses, Namespaces, node Leases in kube-node-lease), which are deleted
+afterwards too. Tests that need
 the server's fault hooks call ``kube.require_server()``, which skips on a real cluster. Registered from
 tests/conftest.py through ``pytest_plugins``.
 """
@@ -22,7 +23,8 @@ from typing import Any
 import pytest
 from lightkube import ApiError, AsyncClient, Client, KubeConfig
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-from lightkube.resources.core_v1 import Namespace, Node, Pod, ServiceAccount
+from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Node, Pod, ServiceAccount
 from lightkube.resources.scheduling_v1 import PriorityClass
 
 from tests.polling import wait_until
@@ -133,8 +135,10 @@ def kube(kube_server: KubeApiServer | None) -> Iterator[KubeEnv]:
     env = KubeEnv(kubeconfig, namespace, f"kg-{_RUN}-{seq}-", real, kube_server)
     client = env.client()
     client.create(Namespace.from_dict({"metadata": {"name": namespace}}))
-    if real:  # pods are refused until the service-account controller has made "default"
+    if real:  # pods are refused until the service-account controller has made "default"; and the namespace is
+        # complete once the root CA ConfigMap is there too (it would otherwise turn up in a test's ConfigMap watch)
         wait_until(lambda: _exists(client, ServiceAccount, "default", namespace), within=30, what="default SA")
+        wait_until(lambda: _exists(client, ConfigMap, "kube-root-ca.crt", namespace), within=30, what="root CA")
     if kube_server is not None:
         kube_server.faults.clear()
     try:
@@ -170,6 +174,11 @@ def _clean_up(client: Client, env: KubeEnv) -> None:
                     client.delete(Pod, pod.metadata.name, namespace=namespace, grace_period=0)  # type: ignore[union-attr]
         with contextlib.suppress(ApiError):
             client.delete(Namespace, namespace)
+    for lease in client.list(Lease, namespace="kube-node-lease"):  # node agents' heartbeats
+        name = lease.metadata.name if lease.metadata else None
+        if name and name.startswith(env.prefix):
+            with contextlib.suppress(ApiError):
+                client.delete(Lease, name, namespace="kube-node-lease")
     for res in (Node, PriorityClass):
         for obj in client.list(res):
             name = obj.metadata.name if obj.metadata else None

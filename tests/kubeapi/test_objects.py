@@ -124,9 +124,18 @@ def test_update_without_a_resource_version_is_unconditional(kube: KubeEnv) -> No
 def test_update_keeps_uid_and_creation_timestamp(kube: KubeEnv) -> None:
     client = kube.client()
     created = client.create(ConfigMap(metadata=ObjectMeta(name="keep")))
-    updated = client.replace(ConfigMap(metadata=ObjectMeta(name="keep", uid="forged"), data={"x": "y"}))
+    updated = client.replace(ConfigMap(metadata=ObjectMeta(name="keep"), data={"x": "y"}))
     assert updated.metadata.uid == created.metadata.uid
     assert updated.metadata.creationTimestamp == created.metadata.creationTimestamp
+
+
+def test_an_update_that_changes_the_uid_is_422(kube: KubeEnv) -> None:
+    client = kube.client()
+    client.create(ConfigMap(metadata=ObjectMeta(name="uid")))
+    with pytest.raises(ApiError) as caught:
+        client.replace(ConfigMap(metadata=ObjectMeta(name="uid", uid="6a5f3c2e-0000-4000-8000-000000000000")))
+    assert caught.value.status.code == 422
+    assert "metadata.uid" in caught.value.status.message and "field is immutable" in caught.value.status.message
 
 
 def test_update_of_a_missing_object_is_404(kube: KubeEnv) -> None:

@@ -143,3 +143,30 @@ def test_the_server_process_refuses_a_kubeconfig_in_a_missing_directory(tmp_path
     )
     assert done.returncode == 2
     assert done.stderr.strip() == f"--kubeconfig: directory {tmp_path / 'no'} does not exist"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "code"),
+    [
+        ("PUT", "/api/v1/namespaces/{ns}/configmaps", b"{}", 405),
+        ("POST", "/api/v1/namespaces/{ns}/configmaps/x", b"{}", 405),
+        ("GET", "/api/v1/namespaces/{ns}/configmaps?labelSelector=a%20b%20c", b"", 400),
+        ("GET", "/api/v1/namespaces/{ns}/pods?fieldSelector=spec.bogus=1", b"", 400),
+        ("GET", "/api/v1/namespaces/{ns}/configmaps?watch=true&resourceVersion=abc", b"", 400),
+        ("POST", "/api/v1/namespaces/{ns}/configmaps", b"[1,2]", 400),
+        ("POST", "/api/v1/namespaces/{ns}/configmaps", b'{"metadata": 5}', 400),
+        ("GET", "/apis/no.such.group/v1/things", b"", 404),
+        ("GET", "/api/v1/namespaces/{ns}/configmaps/x/status", b"", 404),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_malformed_requests_get_a_status_answer_and_the_server_keeps_serving(
+    kube: KubeEnv, method: str, path: str, body: bytes, code: int
+) -> None:
+    http = kube.http()
+    answer = http.request(
+        method, path.format(ns=kube.namespace), content=body, headers={"Content-Type": "application/json"}
+    )
+    assert answer.status_code == code
+    assert answer.json()["kind"] == "Status"
+    assert http.get(f"/api/v1/namespaces/{kube.namespace}").status_code == 200

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -59,8 +60,16 @@ def _translate(event: Event, matches: _Filter) -> str | None:
 
 
 async def serve_watch(
-    request: web.Request, api: Api, target: Target, query: dict[str, str], bookmark_interval: float
+    request: web.Request,
+    api: Api,
+    target: Target,
+    query: dict[str, str],
+    bookmark_interval: float,
+    present: Callable[[bytes], bytes] | None = None,
+    present_as: str | None = None,
 ) -> web.StreamResponse:
+    """Stream the watch. ``present`` reshapes each object for another view of the same kind (events.k8s.io/v1 of
+    core/v1 Events) whose apiVersion ``present_as`` names."""
     labels = parse_label_selector(query.get("labelSelector"))
     fields = parse_field_selector(query.get("fieldSelector"), target.rtype.plural)
     matches = _Filter(labels, fields)
@@ -89,8 +98,12 @@ async def serve_watch(
     else:
         start_rv = None
 
-    api_version = rtype.api_version(target.version)
+    api_version = present_as or rtype.api_version(target.version)
     store = api.store
+
+    def shaped(raw: bytes) -> bytes:
+        return present(raw) if present is not None else _at_version(raw, rtype.custom, api_version)
+
     subscription = store.subscribe(rtype.key, namespace)
     backlog: list[tuple[str, bytes]] = []
     error: bytes | None = None
@@ -117,7 +130,7 @@ async def serve_watch(
             await response.write(_line("ERROR", error))
             return response
         for event_type, raw in backlog:
-            await response.write(_line(event_type, _at_version(raw, rtype.custom, api_version)))
+            await response.write(_line(event_type, shaped(raw)))
         if initial_events:
             await response.write(_line("BOOKMARK", _bookmark(api_version, rtype.kind, last_rv, initial_end=True)))
         next_bookmark = time.monotonic() + bookmark_interval
@@ -133,6 +146,9 @@ async def serve_watch(
             except TimeoutError:
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:
+                    if bookmarks:  # as the watch cache does: the latest resourceVersion before the stream ends
+                        last_rv = max(last_rv, store.rv)
+                        await response.write(_line("BOOKMARK", _bookmark(api_version, rtype.kind, last_rv)))
                     return response
                 if bookmarks:
                     last_rv = max(last_rv, store.rv)
@@ -146,7 +162,7 @@ async def serve_watch(
             last_rv = item.rv
             seen = _translate(item, matches)
             if seen:
-                await response.write(_line(seen, _at_version(item.raw, rtype.custom, api_version)))
+                await response.write(_line(seen, shaped(item.raw)))
     except (ConnectionResetError, asyncio.CancelledError):
         return response
     finally:
