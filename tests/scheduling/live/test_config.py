@@ -122,3 +122,13 @@ def test_bad_config_names_the_key(doc: Any, message: str) -> None:
 @pytest.mark.parametrize(("text", "seconds"), [("15s", 15.0), ("1m30s", 90.0), ("500ms", 0.5), ("1h", 3600.0)])
 def test_go_durations(text: str, seconds: float) -> None:
     assert config.parse_duration("x", text) == seconds
+
+
+def test_kubegpu_policies_are_score_plugins() -> None:
+    parsed = config.parse(
+        _doc(plugins={"score": {"enabled": [{"name": "Lookahead", "weight": 10}], "disabled": [{"name": "*"}]}})
+    )
+    ((plugin, weight),) = parsed.profiles[0].scorers
+    assert (plugin.name, weight) == ("Lookahead", 10)
+    with pytest.raises(config.ConfigError, match=r'plugin "FGD" is a score plugin, not a filter plugin'):
+        config.parse(_doc(plugins={"filter": {"enabled": [{"name": "FGD"}]}}))

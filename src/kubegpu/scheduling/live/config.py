@@ -4,7 +4,9 @@ Owns parsing and validating the file into :class:`SchedulerConfig` (profiles
 with their filters, weighted score plugins and NodeResourcesFit scoring
 strategy; percentageOfNodesToScore; pod backoff; leader election) and the
 built-in default, the tutorial's ``gpu-scheduler`` profile. Every error is a
-:class:`ConfigError` naming the key path. Plugin names follow kube-scheduler:
+:class:`ConfigError` naming the key path. Besides kube-scheduler's plugins,
+kubegpu's own policies are score plugins: ``Lookahead`` and ``FGD``
+(:mod:`corepolicies`). Plugin names follow kube-scheduler:
 a name kube-scheduler does not have is an error (``ScorePlugin
 "NodeResourcesGPU" does not exist``), and so is a kube-scheduler plugin this
 scheduler does not run, when it is enabled. Must not read files (the command
@@ -18,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubegpu.scheduling import noderesources
-from kubegpu.scheduling.live import filters
+from kubegpu.scheduling.live import corepolicies, filters
 from kubegpu.scheduling.live.cycle import Profile
-from kubegpu.scheduling.live.scoring import DEFAULT_RESOURCES, NodeResourcesFit, ResourceWeight
+from kubegpu.scheduling.live.scoring import DEFAULT_RESOURCES, LiveScorePlugin, NodeResourcesFit, ResourceWeight
 from kubegpu.scheduling.noderesources import ShapePoint
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -201,6 +203,10 @@ def _fit_args(path: str, args: Any) -> NodeResourcesFit:
 def _check_plugin(path: str, point: str, name: str, enabled: bool) -> None:
     if name == "*" and not enabled:
         return
+    if name in corepolicies.POLICIES:
+        if point not in ("score", "multiPoint", "pluginConfig"):
+            raise ConfigError(path, f'plugin "{name}" is a score plugin, not a {point} plugin')
+        return
     if name not in KUBE_SCHEDULER_PLUGINS and name != COSCHEDULING:
         raise ConfigError(path, f'{POINT_KIND.get(point, "plugin")} "{name}" does not exist')
     if enabled and name not in SUPPORTED and name != COSCHEDULING:
@@ -245,7 +251,7 @@ def _profile(path: str, raw: Any, top_percentage: int) -> Profile:
                     static.append(plugin)
                 elif plugin == "NodeResourcesFit":
                     resource_filter = True
-            if point in ("score", "multiPoint") and plugin == "NodeResourcesFit":
+            if point in ("score", "multiPoint") and (plugin == "NodeResourcesFit" or plugin in corepolicies.POLICIES):
                 score_weights[plugin] = _int(f"{where}.enabled[{i}].weight", item.get("weight", 1), 1, 100)
             elif point == "score" and plugin != COSCHEDULING:
                 raise ConfigError(f"{where}.enabled[{i}].name", f'ScorePlugin "{plugin}" is not a score plugin')
@@ -258,8 +264,13 @@ def _profile(path: str, raw: Any, top_percentage: int) -> Profile:
         if plugin == "NodeResourcesFit":
             fit = _fit_args(f"{where}.args", item.get("args"))
     order = [f for f in filters.STATIC_FILTERS if f in static]
-    scorers = ((fit, score_weights["NodeResourcesFit"]),) if "NodeResourcesFit" in score_weights else ()
-    return Profile(name, tuple(order), resource_filter, scorers, percentage)
+    scorers: list[tuple[LiveScorePlugin, int]] = []
+    if "NodeResourcesFit" in score_weights:
+        scorers.append((fit, score_weights["NodeResourcesFit"]))
+    for policy in corepolicies.POLICIES:
+        if policy in score_weights:
+            scorers.append((corepolicies.CorePolicyScore(policy), score_weights[policy]))
+    return Profile(name, tuple(order), resource_filter, tuple(scorers), percentage)
 
 
 def parse(raw: Any) -> SchedulerConfig:

@@ -19,7 +19,7 @@ import numpy as np
 from kubegpu.scheduling.live import filters
 from kubegpu.scheduling.live.cache import SchedulerCache
 from kubegpu.scheduling.live.objects import PodInfo
-from kubegpu.scheduling.live.scoring import NodeResourcesFit, node_score
+from kubegpu.scheduling.live.scoring import LiveScorePlugin, NodeResourcesFit, node_score
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_PERCENTAGE = 5
@@ -31,7 +31,7 @@ class Profile:
     scheduler_name: str
     static_filters: tuple[str, ...] = filters.STATIC_FILTERS
     resource_filter: bool = True
-    scorers: tuple[tuple[NodeResourcesFit, int], ...] = ((NodeResourcesFit(), 1),)
+    scorers: tuple[tuple[LiveScorePlugin, int], ...] = ((NodeResourcesFit(), 1),)
     #: 0 means kube-scheduler's adaptive default.
     percentage_of_nodes_to_score: int = 0
 

@@ -53,6 +53,10 @@ class SchedulingQueue:
     def __contains__(self, uid: object) -> bool:
         return uid in self._entries
 
+    def get(self, uid: str) -> PodInfo | None:
+        e = self._entries.get(uid)
+        return e.pod if e is not None else None
+
     def pods(self) -> list[PodInfo]:
         return [e.pod for e in self._entries.values()]
 

@@ -264,7 +264,12 @@ class LiveScheduler:
             self._assume(pod, pod.assigned_node, gpus)
             self._spawn(self._bind(profile, pod, pod.assigned_node, gpus, annotate=False))
             return
-        decision = self.cycle.schedule(self.cache, profile, pod)
+        reserved = self._reserve_nominated(pod)
+        try:
+            decision = self.cycle.schedule(self.cache, profile, pod)
+        finally:
+            for uid in reserved:
+                self.cache.remove_pod(uid)
         if isinstance(decision, Placement):
             self._assume(pod, decision.node, decision.gpus)
             self._spawn(self._bind(profile, pod, decision.node, decision.gpus))
@@ -272,6 +277,22 @@ class LiveScheduler:
         post = await self._preempt(profile, pod, decision)
         await self._unschedulable(profile, pod, FitError(pod, decision.nodes, decision.reasons, post).message)
         self.queue.failed(pod.uid, self.clock())
+
+    def _reserve_nominated(self, pod: PodInfo) -> list[str]:
+        """Count pods nominated to a node (their victims are leaving) against pods that do not outrank them.
+
+        kube-scheduler's addNominatedPods: the room a preemption made is kept for its preemptor.
+        """
+        mine = self.priority(pod)
+        reserved = []
+        for uid, node in self.nominated.items():
+            other = self.queue.get(uid)
+            if uid == pod.uid or other is None or uid in self.cache.placed or node not in self.cache.index:
+                continue
+            if self.priority(other) >= mine:
+                self.cache.add_pod(other, node, (), assumed=True)
+                reserved.append(uid)
+        return reserved
 
     def _assume(self, pod: PodInfo, node: str, gpus: tuple[int, ...]) -> None:
         self.queue.remove(pod.uid)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -64,8 +65,17 @@ class NodeResourcesFit:
         return noderesources.combine(self.strategy, requested, allocatable, weights, self.shape)
 
 
+class LiveScorePlugin(Protocol):
+    """A score plugin over the live cache: a name and integer scores for node indices."""
+
+    @property
+    def name(self) -> str: ...
+
+    def score(self, cache: SchedulerCache, pod: PodInfo, nodes: IntArray) -> IntArray: ...
+
+
 def node_score(
-    plugins: Sequence[tuple[NodeResourcesFit, int]], cache: SchedulerCache, pod: PodInfo, nodes: IntArray
+    plugins: Sequence[tuple[LiveScorePlugin, int]], cache: SchedulerCache, pod: PodInfo, nodes: IntArray
 ) -> IntArray:
     """Sum of each plugin's score times its weight, per node."""
     total = np.zeros(len(nodes), dtype=np.int64)
