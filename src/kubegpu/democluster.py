@@ -171,13 +171,14 @@ class ClusterDemo:
                 config.write_text(_time_slicing_config(4))
                 plugin_args = ["--config-file", str(config)]
             node.plugin_args = plugin_args
+            labels = {**self.gfd_labels(node, machine, plugin_args), DEMO_LABEL: self.run}
             node.kubelet_args = [
                 "--kubeconfig",
                 str(self.kubeconfig),
                 "--node-name",
                 name,
                 "--node-labels",
-                f"{DEMO_LABEL}={self.run}",
+                ",".join(f"{k}={v}" for k, v in labels.items()),
                 "--node-status-update-frequency",
                 "1s",
             ]
@@ -186,6 +187,17 @@ class ClusterDemo:
             node.start_plugin()
         for name in self.nodes:
             self._wait(functools.partial(self._schedulable, name), 60, f"node {name} Ready with its GPUs")
+
+    def gfd_labels(self, node: LocalNode, machine: str, plugin_args: list[str]) -> dict[str, str]:
+        """What GPU feature discovery + NFD would put on the Node: ``kubegpu labels --oneshot`` on its machine."""
+        out = node.root / "gfd-labels"
+        done = node.cli(
+            "labels", "--machine", machine, "--oneshot", "--no-timestamp", "--output-file", str(out), *plugin_args
+        )
+        if done.returncode != 0 or not out.exists():
+            raise DemoError(f"kubegpu labels --machine {machine} failed: {done.stderr.strip()[-300:]}")
+        pairs = (line.partition("=") for line in out.read_text().splitlines() if "=" in line)
+        return {k: v for k, _, v in pairs if k.startswith("nvidia.com/")}
 
     def _schedulable(self, name: str) -> bool:
         from lightkube import ApiError
@@ -387,9 +399,13 @@ def _run(demo: ClusterDemo, out: Reporter) -> None:
         node = demo.client.get(Node, name)
         alloc = (node.status.allocatable if node.status else None) or {}
         resource = GPU if GPU in alloc else SHARED
-        rows.append([name, local.machine or "nvml", resource, alloc.get(resource, "0")])
-    out.table("Nodes", ["node", "machine", "resource", "allocatable"], rows)
-    out.emit("nodes", nodes=[dict(zip(("node", "machine", "resource", "allocatable"), r, strict=True)) for r in rows])
+        labels = (node.metadata.labels if node.metadata else None) or {}
+        product = labels.get("nvidia.com/gpu.product", "")
+        rows.append([name, local.machine or "nvml", product, resource, alloc.get(resource, "0")])
+    columns = ["node", "machine", "nvidia.com/gpu.product", "resource", "allocatable"]
+    out.table("Nodes", columns, rows)
+    keys = ("node", "machine", "product", "resource", "allocatable")
+    out.emit("nodes", nodes=[dict(zip(keys, r, strict=True)) for r in rows])
 
     out.step("3. A batch of mixed pods (schedulerName gpu-scheduler)")
     batch = tuple(p for p in BATCH if gangs or not p[4])

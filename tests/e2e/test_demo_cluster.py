@@ -36,6 +36,7 @@ def test_the_cluster_demo_places_every_kind_of_pod_and_leaves_nothing_behind(kub
     shared = {n["node"] for n in nodes if n["resource"] == "nvidia.com/gpu.shared"}
     whole = {n["node"] for n in nodes if n["resource"] == "nvidia.com/gpu"}
     assert len(whole) == 2 and len(shared) == 1
+    assert {n["product"] for n in nodes} == {"NVIDIA-A100-SXM4-80GB"}  # GFD's label, from kubegpu labels
     (placed,) = [{p["pod"]: p for p in e["pods"]} for e in events if e["event"] == "placement"]
     urgent = placed["urgent-8gpu"]
     assert urgent["status"] == "Running" and urgent["node"] in whole
