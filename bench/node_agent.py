@@ -44,7 +44,7 @@ def run(kubeconfig: Path, pods: int) -> dict[str, Any]:
     from lightkube.resources.coordination_v1 import Lease
     from lightkube.resources.core_v1 import Namespace, Node, Pod
 
-    from kubegpu.localnode import LocalNode
+    from kubegpu.demo.localnode import LocalNode
 
     run_id = "kgbench-" + uuid.uuid4().hex[:6]
     client = Client(config=KubeConfig.from_file(kubeconfig), namespace=run_id)

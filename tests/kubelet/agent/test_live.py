@@ -18,8 +18,8 @@ from lightkube import ApiError, Client
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Event, Node, Pod
 
+from kubegpu.demo.localnode import LocalNode
 from kubegpu.gpu import faults
-from kubegpu.localnode import LocalNode
 from tests.kubeapi.fixture import KubeEnv
 from tests.polling import wait_until
 

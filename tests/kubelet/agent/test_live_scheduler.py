@@ -18,7 +18,7 @@ from lightkube import ApiError
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Node, Pod
 
-from kubegpu.localnode import LocalNode, free_port
+from kubegpu.demo.localnode import LocalNode, free_port
 from tests.kubeapi.fixture import KubeEnv
 from tests.polling import wait_until
 
