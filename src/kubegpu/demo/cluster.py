@@ -493,11 +493,11 @@ def main(argv: list[str]) -> int:
             parser.error(f"{flag}: {exc}")
     if not machines:
         parser.error("--nodes: at least one machine profile")
-    from kubegpu.kubelet.agent.agent import AgentError, load_kubeconfig
+    from kubegpu import kubeconfig as kubeconfigs
 
     try:
-        load_kubeconfig(kubeconfig)
-    except AgentError as exc:
+        kubeconfigs.load(str(kubeconfig))
+    except kubeconfigs.KubeconfigError as exc:
         print(f"kubegpu demo cluster: {exc}", file=sys.stderr)
         return 2
 

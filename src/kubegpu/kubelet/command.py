@@ -280,11 +280,12 @@ def _run_daemon(args: argparse.Namespace, agent_config: Any = None) -> int:
 
     make_agent = None
     if agent_config is not None:
+        from kubegpu import kubeconfig as kubeconfigs
         from kubegpu.kubelet.agent import agent
 
         try:
-            kubeconfig = agent.load_kubeconfig(agent_config.kubeconfig)
-        except agent.AgentError as exc:
+            kubeconfig = kubeconfigs.load(str(agent_config.kubeconfig))
+        except kubeconfigs.KubeconfigError as exc:
             print(f"kubegpu kubelet: {exc}", file=sys.stderr)
             return 2
 

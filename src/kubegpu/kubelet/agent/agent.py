@@ -1,6 +1,6 @@
 """The node agent inside the emulator process: one API client, the Node and pod syncs, their tasks.
 
-Owns connecting to the API server (``--kubeconfig``; lightkube's loader),
+Owns connecting to the API server (the kubeconfig :mod:`kubegpu.kubeconfig` loads),
 the facts the Node reports about this emulated machine (boot id per start,
 a machine id and system UUID derived from the node name, so several agents on
 one host are distinct nodes), starting the registration, node status, lease,
@@ -15,13 +15,10 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-import os
 import platform
 import uuid
-from pathlib import Path
 
-import yaml
-from lightkube import AsyncClient, ConfigError, KubeConfig
+from lightkube import AsyncClient, KubeConfig
 
 from kubegpu.kubelet.agent.config import AgentConfig
 from kubegpu.kubelet.agent.nodesync import NodeSync
@@ -34,30 +31,6 @@ logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 #: Emulator events after which the node's device capacity or allocatable may have changed.
 DEVICE_EVENTS = ("registered", "devices", "disconnected", "removed")
-
-
-class AgentError(Exception):
-    """The agent cannot start (its kubeconfig is unreadable); the message names the file."""
-
-
-def load_kubeconfig(path: Path | None) -> KubeConfig:
-    """``path``, else ``$KUBECONFIG``, else the in-cluster service account; AgentError naming the problem.
-
-    The current context is resolved here, so a file without one fails now, not at the first request.
-    """
-    where = str(path) if path is not None else os.environ.get("KUBECONFIG", "~/.kube/config")
-    try:
-        config = KubeConfig.from_file(path) if path is not None else KubeConfig.from_env()
-        config.get()
-    except ConfigError as exc:
-        raise AgentError(f"kubeconfig {where}: {exc}") from None
-    except OSError as exc:
-        raise AgentError(f"kubeconfig {where}: cannot read it: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise AgentError(f"kubeconfig {where}: not YAML: {' '.join(str(exc).split())}") from None
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise AgentError(f"kubeconfig {where}: not a kubeconfig (missing or malformed {exc})") from None
-    return config
 
 
 def node_info(node_name: str) -> dict[str, str]:
