@@ -392,3 +392,54 @@ def admit_priority_class(pc: Obj, existing: list[Obj], old: Obj | None = None) -
                 "Only one default can exist",
             )
     return pc
+
+
+NODE_STATUS_UNKNOWN = "Kubelet stopped posting node status."
+
+
+def mark_unknown(node: Obj, now: str) -> Obj | None:
+    """The node lifecycle controller's write for a node whose kubelet went silent: every condition Unknown with
+    reason NodeStatusUnknown (None when they already are)."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    if not conditions:
+        conditions = [{"type": "Ready"}]
+    if all(c.get("status") == "Unknown" for c in conditions):
+        return None
+    marked = [
+        {
+            **c,
+            "status": "Unknown",
+            "reason": "NodeStatusUnknown",
+            "message": NODE_STATUS_UNKNOWN,
+            "lastTransitionTime": now if c.get("status") != "Unknown" else c.get("lastTransitionTime", now),
+        }
+        for c in conditions
+    ]
+    return {**node, "status": {**(node.get("status") or {}), "conditions": marked}}
+
+
+# --- events -------------------------------------------------------------------------------------------------------
+
+
+def validate_event(event: Obj) -> None:
+    """core/v1 Event validation ("legacy"): an Event without eventTime must be in its object's namespace; one with
+    eventTime (new style) must name its reporting component and instance, action and reason."""
+    meta = event["metadata"]
+    namespace, involved = meta.get("namespace") or "", (event.get("involvedObject") or {}).get("namespace") or ""
+    causes: list[tuple[str, str, str]] = []
+    mismatch = (
+        "involvedObject.namespace",
+        "FieldValueInvalid",
+        f'Invalid value: "{involved}": does not match event.namespace',
+    )
+    if not event.get("eventTime"):
+        if (involved and involved != namespace) or (not involved and namespace not in ("", "default")):
+            causes.append(mismatch)
+    else:
+        if not involved and namespace not in ("default", "kube-system"):
+            causes.append(mismatch)
+        for field in ("reportingComponent", "reportingInstance", "action", "reason"):
+            if not event.get(field):
+                causes.append((field, "FieldValueRequired", "Required value"))
+    if causes:
+        raise invalid("Event", "", meta["name"], causes)

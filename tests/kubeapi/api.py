@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +43,7 @@ ROOT_CA = "kube-root-ca.crt"
 _NO_CA = "-----BEGIN CERTIFICATE-----\n(in-process test server: no TLS)\n-----END CERTIFICATE-----\n"
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-PODS, NODES, NAMESPACES = "/pods", "/nodes", "/namespaces"
+PODS, NODES, NAMESPACES, LEASES = "/pods", "/nodes", "/namespaces", "coordination.k8s.io/leases"
 PDBS, PRIORITY_CLASSES, CRDS = (
     "policy/poddisruptionbudgets",
     "scheduling.k8s.io/priorityclasses",
@@ -80,6 +81,8 @@ class Api:
     def __init__(self, store: Store | None = None) -> None:
         self.store = store or Store()
         self.catalog = Catalog()
+        #: when each node's kubelet last showed life (a status write or a renewal of its kube-node-lease Lease)
+        self.heartbeats: dict[str, float] = {}
         self._bootstrap()
 
     # --- bootstrap ---------------------------------------------------------------------------------------------
@@ -249,20 +252,7 @@ class Api:
         elif key == CRDS:
             obj = self._admit_crd(obj)
         elif key == "/events":
-            involved = (obj.get("involvedObject") or {}).get("namespace")
-            if involved and involved != obj["metadata"]["namespace"]:
-                raise invalid(
-                    "Event",
-                    "",
-                    obj["metadata"]["name"],
-                    [
-                        (
-                            "involvedObject.namespace",
-                            "FieldValueInvalid",
-                            f'Invalid value: "{involved}": does not match event.namespace',
-                        )
-                    ],
-                )
+            admission.validate_event(obj)
         elif target.rtype.custom:
             obj = prune_custom_resource(obj, target.rtype.schemas.get(target.version))
         return obj
@@ -322,7 +312,6 @@ class Api:
                 },
             ],
         }
-        self.catalog.add(rtype)
         return crd
 
     def _objects(self, key: str, namespace: str | None = None) -> list[Obj]:
@@ -337,7 +326,28 @@ class Api:
                 stored = self.store.put(NODES, {**stored, "spec": {**(stored.get("spec") or {}), "taints": taints}})
         elif key in (PODS, PDBS):
             self._sync_budgets(stored["metadata"]["namespace"])
+        elif key == CRDS:  # the CRD is stored: its kind is served from now on
+            self.catalog.add(from_crd(stored))
+        elif key == LEASES and stored["metadata"].get("namespace") == "kube-node-lease":
+            self.heartbeats[stored["metadata"]["name"]] = time.monotonic()
         return stored
+
+    def monitor_nodes(self, grace_s: float) -> list[str]:
+        """The node lifecycle controller's health pass: nodes whose kubelet has shown no life for ``grace_s``
+        (node-monitor-grace-period) get every condition Unknown, then the unreachable taint. Returns their names."""
+        silent = []
+        moment = time.monotonic()
+        for node in self._objects(NODES):
+            name = node["metadata"]["name"]
+            last = self.heartbeats.setdefault(name, moment)  # first seen now: the grace period starts
+            if moment - last < grace_s:
+                continue
+            marked = admission.mark_unknown(node, now())
+            if marked is not None:
+                stored = self.store.put(NODES, marked)
+                self._after_write(Target(self.catalog.by_key(NODES), "v1", None, name), stored)
+                silent.append(name)
+        return silent
 
     def _sync_budgets(self, namespace: str) -> None:
         """The disruption controller: keep every PDB's status in the namespace current."""
@@ -388,7 +398,10 @@ class Api:
                 ),
                 len(selected),
             )
-        limit = int(query.get("limit") or 0)
+        try:
+            limit = int(query.get("limit") or 0)
+        except ValueError:
+            raise bad_request(f"limit: invalid value {query['limit']!r}") from None
         page = selected[start : start + limit] if limit > 0 else selected[start:]
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if limit > 0 and start + limit < len(selected):
@@ -503,6 +516,8 @@ class Api:
         if _without_rv(merged) == _without_rv(old):
             return self._out(target, old)  # a no-op write does not bump the resourceVersion, as on the real server
         stored = self.store.put(rtype.key, merged)
+        if rtype.key == NODES and target.subresource == "status":
+            self.heartbeats[stored["metadata"]["name"]] = time.monotonic()
         if self._finish_if_released(target, stored):
             return self._out(target, stored)
         return self._out(target, self._after_write(target, stored))
@@ -676,6 +691,17 @@ class Api:
         if (binding.get("metadata") or {}).get("name") not in (None, name):
             raise bad_request("the name of the object does not match the name on the URL")
         pod = self._existing(target)
+        wanted = binding.get("metadata") or {}
+        if wanted.get("uid") and wanted["uid"] != pod["metadata"]["uid"]:
+            raise conflict(
+                "",
+                "pods",
+                name,
+                f"Precondition failed: UID in precondition: {wanted['uid']}, UID in "
+                f"object meta: {pod['metadata']['uid']}",
+            )
+        if wanted.get("resourceVersion") and wanted["resourceVersion"] != pod["metadata"]["resourceVersion"]:
+            raise conflict("", "pods", name, STALE_OBJECT)
         if pod["metadata"].get("deletionTimestamp"):
             raise conflict("", "pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
         if not node:  # the real server answers 500 here, not 422

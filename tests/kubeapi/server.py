@@ -68,7 +68,10 @@ class KubeApiServer:
 
     ``bookmark_interval`` is how often an idle watch that allows bookmarks gets one (the real server: about a
     minute; shorter here so tests see them quickly). ``history_limit`` bounds the watch history (older
-    resourceVersions then answer 410 Gone, as after an etcd compaction)."""
+    resourceVersions then answer 410 Gone, as after an etcd compaction). With ``node_monitor_grace_period`` (seconds;
+    the real controller's default is 40-50) the node lifecycle controller's health check runs too: a Node whose
+    status and kube-node-lease Lease go unrenewed that long turns Ready=Unknown and gets the unreachable taint. It is
+    off by default: test nodes without an agent would otherwise turn Unknown mid-test."""
 
     def __init__(
         self,
@@ -76,8 +79,11 @@ class KubeApiServer:
         *,
         bookmark_interval: float = 1.0,
         history_limit: int = 200_000,
+        node_monitor_grace_period: float | None = None,
     ) -> None:
         self.bookmark_interval = bookmark_interval
+        self.node_monitor_grace_period = node_monitor_grace_period
+        self._monitor: asyncio.Task[None] | None = None
         self._kubeconfig_path = kubeconfig
         self._history_limit = history_limit
         self.faults = Faults()
@@ -121,13 +127,22 @@ class KubeApiServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        server = site._server
-        assert server is not None and server.sockets
-        self.port = server.sockets[0].getsockname()[1]
+        self.port = int(self._runner.addresses[0][1])
+        if self.node_monitor_grace_period is not None:
+            self._monitor = asyncio.get_running_loop().create_task(self._monitor_nodes(self.node_monitor_grace_period))
+
+    async def _monitor_nodes(self, grace_s: float) -> None:
+        assert self.api is not None
+        period = min(5.0, grace_s / 4)  # node-monitor-period is 5 s on a real controller
+        while True:
+            await asyncio.sleep(period)  # the controller's own period, not a test's synchronisation
+            self.api.monitor_nodes(grace_s)
 
     def stop(self) -> None:
         if self._loop is None:
             return
+        if self._monitor is not None:
+            self._loop.call_soon_threadsafe(self._monitor.cancel)
         if self.api is not None:
             self._call(self.api.store.close_watches)
         if self._runner is not None:
@@ -321,11 +336,9 @@ class KubeApiServer:
     def _verb(method: str, target: Target, query: dict[str, str]) -> str:
         collection = target.name is None
         if method == "GET":
-            if query.get("watch") in ("true", "1"):
-                if not collection:
-                    raise method_not_allowed("watch a single object with fieldSelector=metadata.name=NAME")
-                return "watch"
-            return "list" if collection else "get"
+            if not collection:
+                return "get"  # as on the real server, ?watch on a single object's path is a plain get
+            return "watch" if query.get("watch") in ("true", "1") else "list"
         verbs = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
         if method not in verbs:
             raise method_not_allowed()

@@ -181,3 +181,16 @@ def test_a_crd_whose_name_is_not_plural_dot_group_is_422(kube: KubeEnv) -> None:
     with pytest.raises(ApiError) as caught:
         kube.client().create(CustomResourceDefinition.from_dict(crd))
     assert caught.value.status.code == 422
+
+
+def test_a_dry_run_crd_serves_nothing(kube: KubeEnv) -> None:
+    crd = {
+        **PODGROUP_CRD,
+        "metadata": {"name": f"drygroups.{GROUP}"},
+        "spec": {**PODGROUP_CRD["spec"], "names": {"plural": "drygroups", "kind": "DryGroup"}},
+    }
+    answer = kube.http().post(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", params={"dryRun": "All"}, json=crd
+    )
+    assert answer.status_code == 201
+    assert kube.http().get(f"/apis/{GROUP}/{VERSION}/namespaces/{kube.namespace}/drygroups").status_code == 404

@@ -159,3 +159,15 @@ async def test_events_k8s_io_events_can_be_watched(kube: KubeEnv) -> None:
     await asyncio.wait_for(run(), 10)
     assert seen == [("ADDED", "watched", f"Successfully assigned {kube.namespace}/p3 to n1")]
     await client.close()
+
+
+def test_a_core_event_with_an_event_time_needs_its_reporter_and_action(kube: KubeEnv) -> None:
+    from lightkube import ApiError
+
+    body = _event(kube, "newstyle", "p", "Scheduled")
+    body["eventTime"] = "2026-01-01T00:00:00.000000Z"
+    body.pop("reportingComponent")
+    with pytest.raises(ApiError) as caught:
+        kube.client().create(Event.from_dict(body))
+    assert caught.value.status.code == 422
+    assert "reportingComponent" in caught.value.status.message and "action" in caught.value.status.message

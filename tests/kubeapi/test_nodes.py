@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -132,3 +133,51 @@ def test_a_cordoned_node_gets_the_unschedulable_taint(kube: KubeEnv) -> None:
         within=60,
         what="unschedulable taint gone",
     )
+
+
+def test_a_node_whose_kubelet_goes_silent_turns_unknown_and_unreachable(tmp_path: Any) -> None:
+    from lightkube import Client, KubeConfig
+    from lightkube.models.coordination_v1 import LeaseSpec
+    from lightkube.resources.coordination_v1 import Lease
+
+    from tests.kubeapi import KubeApiServer
+
+    with KubeApiServer(tmp_path / "kubeconfig", node_monitor_grace_period=2.0) as server:
+        client = Client(config=KubeConfig.from_file(server.kubeconfig))
+        for name in ("silent", "alive"):
+            client.create(Node.from_dict({"metadata": {"name": name}, **_ready("True")}))
+        client.create(
+            Lease(
+                metadata=ObjectMeta(name="alive", namespace="kube-node-lease"),
+                spec=LeaseSpec(holderIdentity="alive", leaseDurationSeconds=40),
+            )
+        )
+
+        def ready(name: str) -> str:
+            node = client.get(Node, name)
+            return next(c.status for c in node.status.conditions if c.type == "Ready")
+
+        def renew() -> None:  # as a node agent renews its Lease
+            stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            client.patch(Lease, "alive", {"spec": {"renewTime": stamp}}, namespace="kube-node-lease")
+
+        def silent_is_unknown() -> bool:
+            renew()
+            return ready("silent") == "Unknown"
+
+        wait_until(silent_is_unknown, within=30, what="the silent node Unknown")
+        node = client.get(Node, "silent")
+        taints = {(t.key, t.effect) for t in node.spec.taints or []}
+        assert ("node.kubernetes.io/unreachable", "NoSchedule") in taints
+        assert next(c for c in node.status.conditions if c.type == "Ready").reason == "NodeStatusUnknown"
+        renew()
+        assert ready("alive") == "True"
+        client.patch(Node.Status, "silent", _ready("True"))  # the kubelet is back
+        wait_until(
+            lambda: (
+                ("node.kubernetes.io/unreachable", "NoSchedule")
+                not in {(t.key, t.effect) for t in client.get(Node, "silent").spec.taints or []}
+            ),
+            within=30,
+            what="taint lifted",
+        )

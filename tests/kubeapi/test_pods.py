@@ -292,3 +292,21 @@ def test_equal_quantities_in_other_spellings_are_accepted(kube: KubeEnv) -> None
         }
     )
     assert kube.client().create(ok).metadata.name == "spelled"
+
+
+def test_a_binding_for_another_incarnation_of_the_pod_is_409(kube: KubeEnv) -> None:
+    client = kube.client()
+    old_uid = client.create(pod("again")).metadata.uid
+    client.delete(Pod, "again")
+    client.create(pod("again"))
+    answer = kube.http().post(
+        f"/api/v1/namespaces/{kube.namespace}/pods/again/binding",
+        json={
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": "again", "uid": old_uid},
+            "target": {"kind": "Node", "name": kube.name("n")},
+        },
+    )
+    assert answer.status_code == 409 and "Precondition failed: UID in precondition" in answer.json()["message"]
+    assert client.get(Pod, "again").spec.nodeName is None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,15 +17,13 @@ from tests.kubeapi.fixture import KubeEnv
 pytestmark = pytest.mark.live_scheduler
 
 
-def test_server_starts_and_stops_quickly_and_frees_its_port(tmp_path: Path) -> None:
-    started = time.monotonic()
+def test_a_server_serves_its_kubeconfig_and_frees_its_port_when_stopped(tmp_path: Path) -> None:
+    # start/stop time is measured in bench/kubeapi.py, not asserted here
     with KubeApiServer(tmp_path / "kubeconfig") as server:
         port = server.port
         assert port > 0
         names = [ns.metadata.name for ns in Client(config=KubeConfig.from_file(server.kubeconfig)).list(Namespace)]
-    elapsed = time.monotonic() - started
-    assert {"default", "kube-system", "kube-node-lease"} <= set(names)
-    assert elapsed < 5  # generous bound against a hang; the figure itself is measured in bench/, not here
+    assert {"default", "kube-system", "kube-public", "kube-node-lease"} <= set(names)
     import socket
 
     with socket.socket() as probe:
@@ -157,6 +154,7 @@ def test_the_server_process_refuses_a_kubeconfig_in_a_missing_directory(tmp_path
         ("POST", "/api/v1/namespaces/{ns}/configmaps", b'{"metadata": 5}', 400),
         ("GET", "/apis/no.such.group/v1/things", b"", 404),
         ("GET", "/api/v1/namespaces/{ns}/configmaps/x/status", b"", 404),
+        ("GET", "/api/v1/namespaces/{ns}/configmaps?limit=lots", b"", 400),
     ],
     ids=lambda v: v if isinstance(v, str) else None,
 )

@@ -243,3 +243,9 @@ def test_a_watch_that_times_out_ends_with_a_bookmark_when_allowed(kube: KubeEnv)
         lambda evs: False,
     )
     assert events and events[-1]["type"] == "BOOKMARK"
+
+
+def test_watch_on_a_single_objects_path_is_a_plain_get(kube: KubeEnv) -> None:
+    kube.client().create(ConfigMap(metadata=ObjectMeta(name="single")))
+    answer = kube.http().get(f"/api/v1/namespaces/{kube.namespace}/configmaps/single", params={"watch": "true"})
+    assert answer.status_code == 200 and answer.json()["metadata"]["name"] == "single"

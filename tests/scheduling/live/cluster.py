@@ -12,6 +12,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +192,22 @@ class SchedulerProcess:
 
     def text(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def get(self, path: str) -> tuple[int, str]:
+        """GET a path of its metrics server (port from its start line)."""
+
+        def port() -> int:
+            for line in self.text().splitlines():
+                if "scheduler started" in line and "metrics_port=" in line:
+                    return int(line.split("metrics_port=")[1].split()[0])
+            return 0
+
+        url = f"http://127.0.0.1:{wait_until(port, within=30, what='scheduler start line')}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as reply:
+                return reply.status, reply.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
 
     def kill(self) -> None:
         if self.proc.poll() is None:

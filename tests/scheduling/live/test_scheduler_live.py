@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -82,6 +83,13 @@ def test_tutorial_profile_packs_onto_the_busy_node_and_least_allocated_spreads(k
     assert len(devices) == 1
     scheduled = wait_until(lambda: events(client, kube.namespace, "Scheduled").get("packed"), within=10, what="event")
     assert scheduled[0].note == f"Successfully assigned {kube.namespace}/packed to {busy}", proc.text()
+    assert proc.get("/healthz") == (200, "ok\n") and proc.get("/readyz") == (200, "ok\n")
+    status, metrics = proc.get("/metrics")
+    assert status == 200
+    assert f'scheduler_schedule_attempts_total{{profile="{most}",result="scheduled"}} 1.0' in metrics
+    assert (
+        "kubegpu_scheduler_leader 1.0" in metrics and "scheduler_pod_scheduling_sli_duration_seconds_count" in metrics
+    )
 
 
 def test_a_gpu_model_no_node_has_gets_failed_scheduling_with_reason_counts(kube: KubeEnv, start) -> None:  # type: ignore[no-untyped-def]
@@ -207,6 +215,9 @@ def test_two_replicas_only_the_lease_holder_binds_and_the_other_takes_over_after
     for i in range(5):
         _bound(kube, f"before-{i}")
     client = kube.client()
+    # The Scheduled event follows the binding; let the leader write them before it dies.
+    wait_until(lambda: len([p for p in events(client, kube.namespace, "Scheduled") if p.startswith("before")]) == 5,
+               within=10, what="Scheduled events of the first pods")  # fmt: skip
     leader.kill()
     killed_at = time.monotonic()
     for i in range(5):
@@ -217,7 +228,12 @@ def test_two_replicas_only_the_lease_holder_binds_and_the_other_takes_over_after
     assert took_over < 4 + 3, f"takeover took {took_over:.1f} s"
     for i in range(5):
         _bound(kube, f"after-{i}")
-    scheduled = events(client, kube.namespace, "Scheduled")
+
+    def all_scheduled() -> dict[str, list[Any]] | None:
+        found = events(client, kube.namespace, "Scheduled")
+        return found if len(found) == 10 else None
+
+    scheduled = wait_until(all_scheduled, within=10, what="Scheduled events of all pods")
     instances = {p: {e.reportingInstance for e in evs} for p, evs in scheduled.items()}
     assert all(instances[f"before-{i}"] == {holder} for i in range(5))
     assert all(instances[f"after-{i}"] == {new_holder} for i in range(5))
@@ -246,3 +262,63 @@ def test_sigkill_in_the_middle_of_200_pods_and_restart_binds_every_pod_exactly_o
             devices[pod.spec.nodeName][d] += 1  # type: ignore[union-attr,index]
     assert all(len(c) == 8 and set(c.values()) == {1} for c in devices.values()), devices
     assert all(len(evs) <= 1 for evs in events(client, kube.namespace, "Scheduled").values())
+
+
+def test_a_recorded_assignment_from_before_a_crash_is_honoured_on_restart(kube: KubeEnv, start) -> None:  # type: ignore[no-untyped-def]
+    busy, empty = add_node(kube, "busy"), add_node(kube, "empty")
+    create_pod(kube, "running", "other", node_name=busy)
+    name = kube.name("s")
+    client = kube.client()
+    # What a scheduler killed between writing its choice and binding leaves behind: MostAllocated would now pick
+    # "busy", but the recorded choice (and its GPUs) was "empty".
+    body = pod_manifest(kube, "resumed", name)
+    body["metadata"]["annotations"] = {"kubegpu.io/assigned-node": empty, "kubegpu.io/gpu-devices": "3"}
+    client.create(Pod.from_dict(body))
+    start([fit_profile(name)])
+    assert _bound(kube, "resumed") == empty
+    pod = client.get(Pod, "resumed", namespace=kube.namespace)
+    assert pod.metadata.annotations["kubegpu.io/gpu-devices"] == "3"  # type: ignore[index,union-attr]
+
+
+def test_a_gang_plan_is_completed_only_when_min_member_pods_carry_it(kube: KubeEnv, start) -> None:  # type: ignore[no-untyped-def]
+    kube.ensure_crd(yaml.safe_load(CRD.read_text()))
+    nodes = [add_node(kube, f"g{i}") for i in range(4)]
+    client = kube.client()
+    for group in ("complete", "partial"):
+        client.create(
+            PodGroup.from_dict({"metadata": {"name": group}, "spec": {"minMember": 2}}), namespace=kube.namespace
+        )
+    name = kube.name("s")
+    # "complete": both members carry plan p1 (a crash came after the plan was written, before the binds).
+    # "partial": one member of two carries plan p2 (the crash came while the plan was being written).
+    planned = {("complete", 0): (nodes[3], "p1"), ("complete", 1): (nodes[2], "p1"), ("partial", 0): (nodes[1], "p2")}
+    for group in ("complete", "partial"):
+        for i in range(2):
+            body = pod_manifest(kube, f"{group}-{i}", name, gpus=4, labels={"scheduling.x-k8s.io/pod-group": group})
+            if (group, i) in planned:
+                node, plan = planned[(group, i)]
+                body["metadata"]["annotations"] = {"kubegpu.io/assigned-node": node, "kubegpu.io/gang-plan": plan}
+            client.create(Pod.from_dict(body))
+    proc = start([fit_profile(name)], "--log-level", "debug")
+    assert [_bound(kube, f"complete-{i}") for i in range(2)] == [nodes[3], nodes[2]]
+    _bound(kube, "partial-0"), _bound(kube, "partial-1")
+    partial = [client.get(Pod, f"partial-{i}", namespace=kube.namespace) for i in range(2)]
+    plans = {p.metadata.annotations.get("kubegpu.io/gang-plan") for p in partial}  # type: ignore[union-attr]
+    assert len(plans) == 1 and "p2" not in plans, proc.text()  # planned again, together
+
+
+def test_a_leader_that_cannot_renew_stops_binding_and_exits(kube: KubeEnv, start) -> None:  # type: ignore[no-untyped-def]
+    server = kube.require_server()
+    add_node(kube, "l0")
+    name, lease = kube.name("s"), kube.name("lease")
+    proc = start([fit_profile(name)], *FAST_LEASE)
+    wait_until(lambda: _holder(kube, lease), within=30, what="a lease holder")
+    create_pod(kube, "while-leading", name)
+    _bound(kube, "while-leading")
+    server.fail_next(100_000, status=500, resource="leases")
+    failed_at = time.monotonic()
+    code = wait_until(lambda: proc.proc.poll() is not None and proc.proc.returncode, within=20, what="exit")
+    stopped_after = time.monotonic() - failed_at
+    server.faults.clear()
+    assert code == 1 and "leader election lost" in proc.text()
+    assert stopped_after < 4, f"stopped {stopped_after:.1f} s after renewals began to fail (lease is 4 s)"

@@ -48,10 +48,15 @@ def identity() -> str:
 
 
 async def record_assignment(client: AsyncClient, pod: PodInfo, annotations: dict[str, str]) -> None:
-    """Write the scheduler's choice (node, GPU devices, gang plan) on the pod, before it is bound."""
-    await client.patch(
-        Pod, pod.name, {"metadata": {"annotations": annotations}}, namespace=pod.namespace, patch_type=PatchType.MERGE
-    )
+    """Write the scheduler's choice (node, GPU devices, gang plan) on the pod, before it is bound.
+
+    The patch names the resourceVersion the choice was made on, so it fails (409) instead of rewriting a pod
+    that changed meanwhile (bound by someone else, say).
+    """
+    meta: dict[str, object] = {"annotations": annotations}
+    if pod.resource_version:
+        meta["resourceVersion"] = pod.resource_version
+    await client.patch(Pod, pod.name, {"metadata": meta}, namespace=pod.namespace, patch_type=PatchType.MERGE)
 
 
 async def bind(client: AsyncClient, pod: PodInfo, node: str) -> None:

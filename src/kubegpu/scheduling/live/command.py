@@ -22,6 +22,7 @@ import yaml
 from lightkube import AsyncClient, KubeConfig
 from lightkube.core.exceptions import ConfigError as KubeConfigError
 
+from kubegpu.scheduling.errors import SchedulingError
 from kubegpu.scheduling.live import apiwrites, config, serving
 from kubegpu.scheduling.live.leader import LeaderElector
 from kubegpu.scheduling.live.scheduler import LiveScheduler
@@ -29,7 +30,7 @@ from kubegpu.scheduling.live.scheduler import LiveScheduler
 log = logging.getLogger("kubegpu.scheduler")
 
 
-class UsageError(Exception):
+class UsageError(SchedulingError):
     """Bad input; the message is the one line the user sees."""
 
 

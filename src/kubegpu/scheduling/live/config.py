@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubegpu.scheduling import noderesources
+from kubegpu.scheduling.errors import SchedulingError
 from kubegpu.scheduling.live import corepolicies, filters
 from kubegpu.scheduling.live.cycle import Profile
 from kubegpu.scheduling.live.scoring import DEFAULT_RESOURCES, LiveScorePlugin, NodeResourcesFit, ResourceWeight
@@ -52,7 +53,7 @@ EXTENSION_POINTS = (
 POINT_KIND = {"score": "ScorePlugin", "filter": "FilterPlugin", "preFilter": "PreFilterPlugin"}
 
 
-class ConfigError(ValueError):
+class ConfigError(SchedulingError, ValueError):
     """A config value the scheduler cannot run with; the message starts with its key path."""
 
     def __init__(self, path: str, message: str) -> None:

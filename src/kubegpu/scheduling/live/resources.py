@@ -18,6 +18,8 @@ from decimal import Decimal
 
 from lightkube.utils.quantity import parse_quantity
 
+from kubegpu.scheduling.errors import SchedulingError
+
 CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
@@ -30,7 +32,7 @@ DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 Resources = dict[str, int]
 
 
-class QuantityError(ValueError):
+class QuantityError(SchedulingError, ValueError):
     """A quantity string Kubernetes would not accept; the message names resource and value."""
 
 

@@ -93,6 +93,8 @@ class LiveScheduler:
         self.groups: dict[str, PodGroupInfo] = {}
         self.classes: dict[str, _Class] = {}
         self.in_flight: set[str] = set()
+        #: The newest version seen of every pending pod of ours, in flight or not (requeues use it).
+        self.latest: dict[str, PodInfo] = {}
         self.first_seen: dict[str, float] = {}
         self.last_message: dict[str, str] = {}
         self.nominated: dict[str, str] = {}
@@ -125,6 +127,8 @@ class LiveScheduler:
         pod = objects.pod_info(obj)
         if kind == DELETED or pod.finished:
             self.queue.remove(pod.uid)
+            self.in_flight.discard(pod.uid)
+            self.latest.pop(pod.uid, None)
             self.first_seen.pop(pod.uid, None)
             self.last_message.pop(pod.uid, None)
             self.nominated.pop(pod.uid, None)
@@ -134,12 +138,17 @@ class LiveScheduler:
             return
         if pod.node_name:
             self.queue.remove(pod.uid)
+            self.in_flight.discard(pod.uid)
+            self.latest.pop(pod.uid, None)
             self.nominated.pop(pod.uid, None)
             old = self.cache.placed.get(pod.uid)
             gpus = old.gpus if old is not None and old.gpus else self.cache.gpu_indices_of(pod, pod.node_name)
             self.cache.add_pod(pod, pod.node_name, gpus)
             return
-        if pod.scheduler_name not in self.profiles or pod.deleting or pod.uid in self.in_flight:
+        if pod.scheduler_name not in self.profiles or pod.deleting:
+            return
+        self.latest[pod.uid] = pod
+        if pod.uid in self.in_flight:
             return
         self.first_seen.setdefault(pod.uid, self.clock())
         self.queue.add(pod, self.priority(pod))
@@ -321,18 +330,28 @@ class LiveScheduler:
                 if annotate:
                     if not self.may_act():
                         raise _NotLeader()
-                    await apiwrites.record_assignment(self.client, pod, self._annotations(pod, node, gpus))
+                    await self._record(pod, self._annotations(pod, node, gpus))
                 await self._bind_only(profile, pod, node)
             except _NotLeader:
                 self._requeue(pod)
-            except (ApiError, httpx2.HTTPError, OSError) as exc:
+            except (_AssignmentConflict, ApiError, httpx2.HTTPError, OSError) as exc:
                 self._bind_failed(profile, pod, exc)
+
+    async def _record(self, pod: PodInfo, annotations: dict[str, str]) -> None:
+        """Write the assignment on the version of the pod we decided on (409 when it changed meanwhile)."""
+        try:
+            await apiwrites.record_assignment(self.client, pod, annotations)
+        except ApiError as exc:
+            if exc.status.code == 409:
+                raise _AssignmentConflict(str(exc)) from exc
+            raise
 
     async def _bind_only(self, profile: Profile, pod: PodInfo, node: str) -> None:
         if not self.may_act():
             raise _NotLeader()
         await apiwrites.bind(self.client, pod, node)
-        self.in_flight.discard(pod.uid)
+        # Stays in flight until the informer shows it bound: an older event of the still pending pod (our own
+        # annotation write) must not queue it again.
         self.bound += 1
         self.metrics.attempts.labels("scheduled", profile.scheduler_name).inc()
         seen = self.first_seen.pop(pod.uid, None)
@@ -345,16 +364,27 @@ class LiveScheduler:
 
     def _requeue(self, pod: PodInfo) -> None:
         self._forget(pod)
+        pod = self.latest.get(pod.uid, pod)
         self.queue.add(pod, self.priority(pod))
         self.queue.retry_later(pod.uid, self.clock())
         self.wake.set()
 
     def _bind_failed(self, profile: Profile, pod: PodInfo, exc: Exception) -> None:
         code = exc.status.code if isinstance(exc, ApiError) else None
+        if isinstance(exc, _AssignmentConflict):
+            # The pod changed since we read it (a stale resourceVersion): try again with the newer version.
+            self._requeue(pod)
+            return
+        if code == 409:
+            # Bound by someone else meanwhile: the informer brings the truth; until then the pod stays in flight.
+            placed = self.cache.placed.get(pod.uid)
+            if placed is not None and placed.assumed:
+                self.cache.remove_pod(pod.uid)
+            log.info("binding refused: already bound", extra={"pod": pod.key})
+            return
         self._forget(pod)
-        if code == 409 or code == 404:
-            # Bound by someone else meanwhile, or gone: the informer brings the truth.
-            log.info("binding refused", extra={"pod": pod.key, "code": code})
+        if code == 404:
+            log.info("binding refused: pod gone", extra={"pod": pod.key})
             return
         log.warning("binding failed", extra={"pod": pod.key, "error": repr(exc)})
         self.metrics.attempts.labels("error", profile.scheduler_name).inc()
@@ -468,12 +498,9 @@ class LiveScheduler:
             if not self.may_act():
                 raise _NotLeader()
             await asyncio.gather(
-                *(
-                    apiwrites.record_assignment(self.client, p.pod, self._annotations(p.pod, p.node, p.gpus, plan_id))
-                    for p in plan.placements
-                )
+                *(self._record(p.pod, self._annotations(p.pod, p.node, p.gpus, plan_id)) for p in plan.placements)
             )
-        except (_NotLeader, ApiError, httpx2.HTTPError, OSError) as exc:
+        except (_NotLeader, _AssignmentConflict, ApiError, httpx2.HTTPError, OSError) as exc:
             log.warning("gang plan not recorded", extra={"group": group.key, "error": repr(exc)})
             for p in plan.placements:
                 self._requeue(p.pod)
@@ -488,7 +515,7 @@ class LiveScheduler:
                 await self._bind_only(profile, pod, node)
             except _NotLeader:
                 self._requeue(pod)
-            except (ApiError, httpx2.HTTPError, OSError) as exc:
+            except (_AssignmentConflict, ApiError, httpx2.HTTPError, OSError) as exc:
                 self._bind_failed(profile, pod, exc)
 
     async def _resume_gang(
@@ -527,6 +554,10 @@ class LiveScheduler:
         for m in members:
             await self._unschedulable(profile, m, text)
             self.queue.failed(m.uid, now)
+
+
+class _AssignmentConflict(Exception):
+    """The assignment patch's resourceVersion precondition failed: the pod changed since it was read."""
 
 
 class _NotLeader(Exception):
