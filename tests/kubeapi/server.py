@@ -22,7 +22,6 @@ from . import discovery, eventviews
 from .api import Api, Reply, Target
 from .codec import decode, encode
 from .faults import Faults
-from .patching import apply_patch
 from .status import StatusError, internal_error, method_not_allowed, page_not_found
 from .store import Store
 from .watching import serve_watch
@@ -273,45 +272,19 @@ class KubeApiServer:
     async def _events_v1(
         self, request: web.Request, verb: str, target: Target, query: dict[str, str], body: bytes
     ) -> web.StreamResponse:
-        """events.k8s.io/v1: the same stored Events as core/v1, reshaped on the way in and out."""
+        """events.k8s.io/v1: the same stored Events as core/v1, reshaped on the way in and out (api.py)."""
         assert self.api is not None
-        api = self.api
-        core = Target(api.catalog.find("", "v1", "events"), "v1", target.namespace, target.name)  # type: ignore[arg-type]
-        if "fieldSelector" in query:
-            query = {**query, "fieldSelector": eventviews.core_field_selector(query["fieldSelector"]) or ""}
-
-        def present(raw: bytes) -> bytes:
-            return encode(eventviews.to_v1(decode(raw)))
-
         if verb == "watch":
-            return await serve_watch(request, api, core, query, self.bookmark_interval, present, eventviews.API_VERSION)
-        dry_run = query.get("dryRun") == "All"
-        if verb == "create":
-            event = api.body_object(target, body)
-            eventviews.validate_create(event)
-            result = api.create(core, encode(eventviews.to_core(event)), dry_run)
-        elif verb == "update":
-            result = api.update(core, encode(eventviews.to_core(api.body_object(target, body))), dry_run)
-        elif verb == "patch":
-            old = eventviews.to_v1(decode(api.get(core).body))
-            patch = decode(body or b"null")
-            new = apply_patch(request.headers.get("Content-Type", ""), old, patch, strategic_allowed=True)
-            if not (isinstance(patch, dict) and "resourceVersion" in (patch.get("metadata") or {})):
-                new.setdefault("metadata", {})["resourceVersion"] = old["metadata"]["resourceVersion"]
-            result = api.update(core, encode(eventviews.to_core(new)), dry_run)
-        elif verb == "get":
-            result = api.get(core)
-        elif verb == "delete":
-            result = api.delete(core, body, query)
-        else:
-            listed = decode((api.list(core, query) if verb == "list" else api.delete_collection(core, query)).body)
-            listed["apiVersion"] = eventviews.API_VERSION
-            listed["items"] = [eventviews.to_v1(item) for item in listed["items"]]
-            return _answer(200, encode(listed))
-        answer = decode(result.body)
-        if answer.get("kind") == "Event":
-            answer = eventviews.to_v1(answer)
-        return _answer(result.code, encode(answer))
+            core, query = self.api.events_v1_core(target, query)
+
+            def present(raw: bytes) -> bytes:
+                return encode(eventviews.to_v1(decode(raw)))
+
+            return await serve_watch(
+                request, self.api, core, query, self.bookmark_interval, present, eventviews.API_VERSION
+            )
+        result = self.api.events_v1(verb, target, query, body, request.headers.get("Content-Type", ""))
+        return _answer(result.code, result.body)
 
     def _target(self, group: str, version: str, rest: list[str]) -> Target:
         assert self.api is not None
