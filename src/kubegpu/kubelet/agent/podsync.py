@@ -161,6 +161,7 @@ class PodSync:
         """Read the pod again after ``delay`` and sync it (gone: free what it held)."""
         await asyncio.sleep(delay)
         self._retries.pop((namespace, name), None)
+        log.info("syncing pod again", extra={"pod": f"{namespace}/{name}", "after_s": delay})
         try:
             api_pod = as_dict(await self.client.get(PodResource, name, namespace=namespace))
         except ApiError as exc:
