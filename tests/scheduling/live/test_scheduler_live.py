@@ -141,6 +141,12 @@ def test_a_gang_of_four_where_three_fit_binds_none_until_a_node_is_added(kube: K
     nodes = [_bound(kube, m) for m in members]
     assert len(set(nodes)) == 4
 
+    def phase() -> str:
+        group = client.get(PodGroup, "train", namespace=kube.namespace)
+        return str((group.get("status") or {}).get("phase", ""))
+
+    assert wait_until(phase, within=10, what="PodGroup phase") == "Scheduled"
+
 
 def _priority_class(kube: KubeEnv, suffix: str, value: int) -> str:
     name = kube.name(suffix)
@@ -322,3 +328,12 @@ def test_a_leader_that_cannot_renew_stops_binding_and_exits(kube: KubeEnv, start
     server.faults.clear()
     assert code == 1 and "leader election lost" in proc.text()
     assert stopped_after < 4, f"stopped {stopped_after:.1f} s after renewals began to fail (lease is 4 s)"
+
+
+def test_sigterm_exits_0_and_releases_the_lease(kube: KubeEnv, start) -> None:  # type: ignore[no-untyped-def]
+    name, lease = kube.name("s"), kube.name("lease")
+    proc = start([fit_profile(name)], *FAST_LEASE)
+    wait_until(lambda: _holder(kube, lease), within=30, what="a lease holder")
+    assert proc.stop() == 0
+    assert _holder(kube, lease) == ""
+    assert "scheduler stopped" in proc.text()

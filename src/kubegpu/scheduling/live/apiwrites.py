@@ -2,7 +2,7 @@
 
 Owns: recording the chosen node and GPUs on the pod (a merge patch of its
 annotations, before binding), binding through ``pods/binding``, the pod's
-``PodScheduled`` condition and ``status.nominatedNodeName`` (``pods/status``),
+``PodScheduled`` condition and ``status.nominatedNodeName`` (``pods/status``), a PodGroup's phase,
 evictions through ``pods/eviction`` (``policy/v1``, so PodDisruptionBudgets
 are honoured), and :class:`EventRecorder`, which writes ``events.k8s.io/v1``
 Events the way kube-scheduler's recorder does: a repeat of the same reason
@@ -18,6 +18,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 from lightkube import ApiError, AsyncClient
@@ -107,6 +108,18 @@ async def evict(client: AsyncClient, victim: PodInfo) -> bool:
             return True  # already gone
         raise
     return True
+
+
+async def set_group_phase(client: AsyncClient, podgroup: Any, namespace: str, name: str, phase: str) -> None:
+    """A PodGroup's ``status.phase`` as coscheduling writes it (``Scheduled`` once its members are bound)."""
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status: dict[str, object] = {"phase": phase}
+    if phase == "Scheduled":
+        status["scheduleStartTime"] = now
+    try:
+        await client.patch(podgroup.Status, name, {"status": status}, namespace=namespace, patch_type=PatchType.MERGE)
+    except ApiError as exc:
+        log.warning("pod group status not written", extra={"group": f"{namespace}/{name}", "error": str(exc)})
 
 
 @dataclass

@@ -43,7 +43,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1)")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else the in-cluster service account)")
     p.add_argument(
-        "--leader-elect", default=None, type=_bool, metavar="BOOL", help="elect a leader on a Lease (default true)"
+        "--leader-elect",
+        nargs="?",
+        const=True,
+        default=None,
+        type=_bool,
+        metavar="BOOL",
+        help="elect a leader on a Lease (default true; a bare flag means true)",
     )
     p.add_argument("--leader-elect-lease-duration", default=None, metavar="DURATION", help="default 15s")
     p.add_argument("--leader-elect-renew-deadline", default=None, metavar="DURATION", help="default 10s")

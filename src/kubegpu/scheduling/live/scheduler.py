@@ -506,6 +506,7 @@ class LiveScheduler:
                 self._requeue(p.pod)
             return
         self.timers.done(group.key)
+        self._spawn(apiwrites.set_group_phase(self.client, PodGroup, group.namespace, group.name, "Scheduled"))
         for p in plan.placements:
             self._spawn(self._bind_planned(profile, p.pod, p.node))
 
