@@ -360,9 +360,9 @@ class Options:
     )  # fmt: skip
     """kubegpu: ``HOST:PORT`` of the plugin's own Prometheus metrics; None: not served."""
     node_name: str | None = option(
-        None, "--node-name", "NODE_NAME", "str",
+        None, "--node-name", "KUBEGPU_NODE_NAME", "str",
         "kubegpu: publish this node's GPUs (annotation kubegpu.io/gpus) on the Node so named and honour the "
-        "scheduler's pick (kubegpu.io/gpu-devices on its pods); default off (set NODE_NAME from the downward API)",
+        "scheduler's pick (kubegpu.io/gpu-devices on its pods); default off (set KUBEGPU_NODE_NAME from the downward API)",
         metavar="NAME",
     )  # fmt: skip
     """kubegpu: the Node to publish the GPUs on and whose pods' picks to honour; None: neither."""
