@@ -18,20 +18,21 @@ from referencing.jsonschema import DRAFT7
 
 from kubegpu.deviceplugin import cdi, cdi_spec, cdi_writer, mig_caps, resource_map, responses
 from kubegpu.deviceplugin.cdi_spec import CdiError
-from tests.conftest import SHARED
 from tests.deviceplugin.fixtures.build import FIXTURES, plugin_config, profile
+from tests.shared import shared_path
 
-SCHEMA_DIR = SHARED / "schemas" / "cdi"
+SCHEMA_DIR = ("schemas", "cdi")
 
 
 @pytest.fixture(scope="module")
 def official() -> Draft7Validator:
     """The official CDI schema; schema.json refers to defs.json by relative URI."""
-    defs = json.loads((SCHEMA_DIR / "defs.json").read_text())
+    schemas = shared_path(*SCHEMA_DIR)
+    defs = json.loads((schemas / "defs.json").read_text())
     registry: Registry[Any] = Registry().with_resource(
         "defs.json", Resource.from_contents(defs, default_specification=DRAFT7)
     )
-    return Draft7Validator(json.loads((SCHEMA_DIR / "schema.json").read_text()), registry=registry)
+    return Draft7Validator(json.loads((schemas / "schema.json").read_text()), registry=registry)
 
 
 def schema_errors(validator: Draft7Validator, document: Any) -> list[str]:
@@ -39,7 +40,7 @@ def schema_errors(validator: Draft7Validator, document: Any) -> list[str]:
 
 
 def test_the_official_examples_behave_as_upstream_says(official: Draft7Validator) -> None:
-    for good in sorted((SCHEMA_DIR / "testdata" / "good").glob("*.json")):
+    for good in sorted((shared_path(*SCHEMA_DIR) / "testdata" / "good").glob("*.json")):
         assert schema_errors(official, json.loads(good.read_text())) == [], good.name
     assert len(schema_errors(official, {})) == 3
 

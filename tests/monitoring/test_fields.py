@@ -10,22 +10,30 @@ import pytest
 
 from kubegpu.gpu.telemetry import GpuSample, MigSample
 from kubegpu.monitoring import fields
-from tests.conftest import SHARED
+from tests.shared import SHARED, missing, shared_path
 
-REFERENCE = SHARED / "reference" / "dcgm-default-counters.tsv"
+REFERENCE = ("reference", "dcgm-default-counters.tsv")
 
 
-def _reference_rows(path: Path = REFERENCE) -> list[dict[str, str]]:
+def _reference_rows(path: Path) -> list[dict[str, str]]:
     with path.open() as fh:
         return list(csv.DictReader(fh, delimiter="\t"))
 
 
-ENABLED = [r for r in _reference_rows() if r["enabled"] == "yes"]
+def _enabled_params() -> list[object]:
+    """One parameter set per enabled reference row; one skipped set naming the file when it is absent."""
+    reason = missing(*REFERENCE)
+    if reason is not None:
+        return [pytest.param({}, marks=pytest.mark.skip(reason=reason), id="reference-missing")]
+    rows = _reference_rows(SHARED.joinpath(*REFERENCE))
+    return [pytest.param(r, id=r["field"]) for r in rows if r["enabled"] == "yes"]
+
+
 GPU_ATTRS = {f.name for f in dataclasses.fields(GpuSample)}
 MIG_ATTRS = {f.name for f in dataclasses.fields(MigSample)}
 
 
-@pytest.mark.parametrize("row", ENABLED, ids=[r["field"] for r in ENABLED])
+@pytest.mark.parametrize("row", _enabled_params())
 def test_every_enabled_default_counter_is_served_with_dcgm_exporters_type_and_help(row: dict[str, str]) -> None:
     if row["prom_type"] == "label":
         assert fields.LABEL_FIELDS[row["field"]].help == row["help"]
@@ -46,8 +54,9 @@ def test_every_field_reads_an_existing_telemetry_attribute(field: fields.Field) 
 def test_commented_reference_rows_we_serve_keep_their_help_text() -> None:
     # The reference lists disabled rows too; where we can serve one, its help must be dcgm-exporter's.
     # (PCIE_TX/RX_BYTES appear twice upstream: the enabled gauge rows win.)
-    enabled_names = {r["field"] for r in ENABLED}
-    for row in _reference_rows():
+    rows = _reference_rows(shared_path(*REFERENCE))
+    enabled_names = {r["field"] for r in rows if r["enabled"] == "yes"}
+    for row in rows:
         if row["field"] in fields.FIELDS and row["field"] not in enabled_names:
             assert fields.FIELDS[row["field"]].help == row["help"], row["field"]
 
