@@ -15,7 +15,7 @@ from kubegpu.monitoring import command, counters
 from tests.monitoring import exposition
 from tests.monitoring.exporter_process import ExporterProcess, fault, get, scrape, wait_for
 from tests.monitoring.podresources_server import ListerServer, Pod
-from tests.monitoring.test_fields import ENABLED
+from tests.monitoring.reference import enabled_counters
 
 DGX = profiles.load("dgx-a100")
 GPU_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
@@ -44,7 +44,7 @@ def test_every_enabled_default_counter_is_served_for_eight_gpus_and_promtool_acc
     with ExporterProcess(["--machine", "dgx-a100", "--fault-file", str(tmp_path / "f.jsonl")]) as exporter:
         text = scrape(exporter.url)
     out = exposition.parse(text)
-    for row in ENABLED:
+    for row in enabled_counters():
         if row["prom_type"] == "label":
             continue
         series = out.named(row["field"])

@@ -2,38 +2,19 @@
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-from pathlib import Path
 
 import pytest
 
 from kubegpu.gpu.telemetry import GpuSample, MigSample
 from kubegpu.monitoring import fields
-from tests.shared import SHARED, missing, shared_path
-
-REFERENCE = ("reference", "dcgm-default-counters.tsv")
-
-
-def _reference_rows(path: Path) -> list[dict[str, str]]:
-    with path.open() as fh:
-        return list(csv.DictReader(fh, delimiter="\t"))
-
-
-def _enabled_params() -> list[object]:
-    """One parameter set per enabled reference row; one skipped set naming the file when it is absent."""
-    reason = missing(*REFERENCE)
-    if reason is not None:
-        return [pytest.param({}, marks=pytest.mark.skip(reason=reason), id="reference-missing")]
-    rows = _reference_rows(SHARED.joinpath(*REFERENCE))
-    return [pytest.param(r, id=r["field"]) for r in rows if r["enabled"] == "yes"]
-
+from tests.monitoring.reference import all_counters, enabled_params
 
 GPU_ATTRS = {f.name for f in dataclasses.fields(GpuSample)}
 MIG_ATTRS = {f.name for f in dataclasses.fields(MigSample)}
 
 
-@pytest.mark.parametrize("row", _enabled_params())
+@pytest.mark.parametrize("row", enabled_params())
 def test_every_enabled_default_counter_is_served_with_dcgm_exporters_type_and_help(row: dict[str, str]) -> None:
     if row["prom_type"] == "label":
         assert fields.LABEL_FIELDS[row["field"]].help == row["help"]
@@ -54,7 +35,7 @@ def test_every_field_reads_an_existing_telemetry_attribute(field: fields.Field) 
 def test_commented_reference_rows_we_serve_keep_their_help_text() -> None:
     # The reference lists disabled rows too; where we can serve one, its help must be dcgm-exporter's.
     # (PCIE_TX/RX_BYTES appear twice upstream: the enabled gauge rows win.)
-    rows = _reference_rows(shared_path(*REFERENCE))
+    rows = all_counters()
     enabled_names = {r["field"] for r in rows if r["enabled"] == "yes"}
     for row in rows:
         if row["field"] in fields.FIELDS and row["field"] not in enabled_names:

@@ -16,7 +16,7 @@ from kubegpu.gpu.telemetry import MachineSample
 from kubegpu.monitoring import attribution, counters, render
 from kubegpu.monitoring.attribution import Attribution, PodRef
 from tests.monitoring import exposition
-from tests.monitoring.test_fields import ENABLED
+from tests.monitoring.reference import enabled_counters
 
 DEFAULT = counters.parse(counters.default_text())
 OPTIONS = render.LabelOptions(hostname="node-1")
@@ -43,7 +43,7 @@ def rendered(
 def test_every_enabled_default_counter_has_one_series_per_gpu_with_dcgm_labels_in_order(tmp_path: Path) -> None:
     machine, sample = sample_of("dgx-a100", tmp_path)
     out = rendered(machine, sample)
-    for row in ENABLED:
+    for row in enabled_counters():
         if row["prom_type"] == "label":
             continue
         series = out.named(row["field"])
