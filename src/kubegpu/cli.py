@@ -142,7 +142,9 @@ def _help() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Dispatch to a command; returns the process exit code."""
     options, args = _split_global(sys.argv[1:] if argv is None else argv)
-    fmt = options.get("--log-format", os.environ.get("KUBEGPU_LOG_FORMAT", "text"))
+    # The exporter also takes dcgm-exporter's variable, so a dcgm-exporter DaemonSet logs as it asked.
+    exporter_fmt = os.environ.get("DCGM_EXPORTER_LOG_FORMAT") if args[:1] == ["exporter"] else None
+    fmt = options.get("--log-format", os.environ.get("KUBEGPU_LOG_FORMAT") or exporter_fmt or "text")
     level = options.get("--log-level", os.environ.get("KUBEGPU_LOG_LEVEL", "info"))
     if fmt not in ("text", "json"):
         return _usage_error(f"--log-format must be text or json, got {fmt!r}")

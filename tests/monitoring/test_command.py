@@ -150,15 +150,26 @@ def test_print_default_counters_prints_the_shipped_file(capsys: pytest.CaptureFi
 @pytest.mark.parametrize(
     ("argv", "env", "message"),
     [
-        (["-c", "fast"], {}, "--collect-interval 'fast': expected a whole number of milliseconds"),
+        (["-c", "fast"], {}, "--collect-interval: 'fast' is not a whole number"),
         (["-c", "0"], {}, "--collect-interval 0: must be a positive number"),
         ([], {"DCGM_EXPORTER_INTERVAL": "-5"}, "$DCGM_EXPORTER_INTERVAL -5: must be a positive number"),
         (["--listen", "9400"], {}, "listen address '9400' must look like HOST:PORT"),
         (["-a", ":99999"], {}, "port 99999 is out of range"),
         (["--machine", "dgx-z900"], {}, "unknown machine profile 'dgx-z900'"),
         (["-f", "/nonexistent/c.csv"], {}, "counters file /nonexistent/c.csv: cannot read"),
-        ([], {"DCGM_EXPORTER_KUBERNETES": "maybe"}, "$DCGM_EXPORTER_KUBERNETES='maybe': expected true or false"),
+        (["-f", "/"], {}, "counters file /: cannot read"),
+        ([], {"DCGM_EXPORTER_KUBERNETES": "maybe"}, "$DCGM_EXPORTER_KUBERNETES: 'maybe' is not a boolean"),
         (["--hostname-label", "HOSTNAME"], {}, "--hostname-label: invalid choice"),
+        (["-d", "g:0,x"], {}, "--devices: 'g:0,x': 'x' is not an ID"),
+        (["-d", "f+g"], {}, "f (flex) cannot be combined with g or i"),
+        (["-d", "g:9"], {}, "--devices: GPU 9 does not exist on this machine"),
+        (["-d", "i"], {}, "i (GPU instances) cannot be specified unless MIG mode is enabled"),
+        ([], {"DCGM_EXPORTER_OTHER_DEVICES_STR": "z"}, "$DCGM_EXPORTER_OTHER_DEVICES_STR: 'z': expected f, g"),
+        (["--kubernetes-gpu-id-type", "index"], {}, "--kubernetes-gpu-id-type: 'index': choose from uid, device-name"),
+        (["--dcgm-log-level", "LOUD"], {}, "--dcgm-log-level: 'LOUD': choose from NONE"),
+        (["--kubernetes-pod-label-allowlist-regex", "app,("], {}, "regex '('"),
+        (["--web-config-file", "/nonexistent/web.yml"], {}, "--web-config-file /nonexistent/web.yml: cannot read"),
+        (["--no-such-flag"], {}, "unrecognized arguments: --no-such-flag"),
     ],
     ids=[
         "interval-word",
@@ -168,8 +179,19 @@ def test_print_default_counters_prints_the_shipped_file(capsys: pytest.CaptureFi
         "address-port",
         "machine",
         "counters-missing",
+        "counters-directory",
         "kubernetes-env",
         "hostname-label",
+        "devices-syntax",
+        "devices-flex-combined",
+        "devices-missing-gpu",
+        "devices-instances-without-mig",
+        "switch-devices-env",
+        "gpu-id-type",
+        "dcgm-log-level",
+        "allowlist-regex",
+        "web-config-missing",
+        "unknown-flag",
     ],
 )
 def test_bad_input_exits_2_naming_the_problem(
@@ -184,7 +206,9 @@ def test_bad_input_exits_2_naming_the_problem(
     with pytest.raises(SystemExit) as info:
         command.main(["--machine", "pcie-4xt4", *argv])
     assert info.value.code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1 and "usage:" not in err  # one line, not argparse's usage block
 
 
 @pytest.mark.parametrize(
@@ -232,3 +256,48 @@ def test_without_a_machine_and_without_nvml_exits_1_with_one_line(capsys: pytest
     assert command.main(["--listen", "127.0.0.1:0"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("kubegpu exporter: ")
+
+
+def test_a_dcgm_exporter_command_line_runs_unchanged_and_logs_what_has_no_effect_once(tmp_path: Path) -> None:
+    csv = tmp_path / "dcp-metrics-included.csv"
+    csv.write_text("DCGM_FI_DEV_GPU_TEMP, gauge, Temp.\nDCGM_EXP_XID_ERRORS_COUNT, gauge, XIDs.\n")
+    argv = [
+        "--machine", "pcie-4xt4", "--fault-file", str(tmp_path / "f.jsonl"),
+        "-collectors", str(csv), "-no-hostname", "-rbmn", "-x", "60000", "--debug=false",
+        "-remote-hostengine-info", "nv-hostengine:5555", "--configmap-data=gpu-operator:exporter-metrics",
+        "--kubernetes-gpu-id-type", "device-name", "--web-read-timeout", "5s", "--use-old-namespace",
+        "--enable-dcgm-log", "--dcgm-log-level", "ERROR", "--switch-devices", "g", "-p", "g:0",
+    ]  # fmt: skip
+    env = {"DCGM_EXPORTER_DUMP_ENABLED": "true", "DCGM_EXPORTER_INTERVAL": "1000"}
+    with ExporterProcess(argv, env=env) as exporter:
+        page = exposition.parse(scrape(exporter.url))
+        log = "".join(exporter.stderr_lines)
+    temps = page.named("DCGM_FI_DEV_GPU_TEMP")
+    assert len(temps) == 4
+    assert all("Hostname" not in s.labels and " " not in s.labels["modelName"] and "uuid" in s.labels for s in temps)
+    no_effect = re.findall(r'msg="flag has no effect here" flag=(\S+)', log)
+    assert sorted(no_effect) == sorted(
+        ["--remote-hostengine-info", "--configmap-data", "--xid-count-window-size", "--kubernetes-gpu-id-type",
+         "--enable-dcgm-log", "--dcgm-log-level", "--switch-devices", "--cpu-devices", "--dump-enabled"]
+    )  # fmt: skip
+    assert "from=$DCGM_EXPORTER_DUMP_ENABLED" in log
+
+
+def test_version_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert command.main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("kubegpu exporter ")
+
+
+def test_a_1x_compatibility_counters_file_loads(tmp_path: Path) -> None:
+    csv = tmp_path / "1.x-compatibility-metrics.csv"
+    csv.write_text(
+        "# 1.x names\ndcgm_sm_clock, gauge, SM clock.\ndcgm_fb_used, gauge, FB used.\n"
+        "dcgm_pcie_tx_throughput, counter, PCIe TX.\ndcgm_fi_prof_gr_engine_active, gauge, GR active.\n"
+    )
+    with ExporterProcess(["--machine", "pcie-4xt4", "--fault-file", str(tmp_path / "f"), "-f", str(csv), "-o"]) as e:
+        page = exposition.parse(scrape(e.url))
+        log = "".join(e.stderr_lines)
+    assert {n for n in page.names() if n.startswith("dcgm")} == {
+        "dcgm_sm_clock", "dcgm_fb_used", "dcgm_fi_prof_gr_engine_active"
+    }  # fmt: skip
+    assert 'msg="counter not available, skipped" field=dcgm_pcie_tx_throughput' in log

@@ -64,6 +64,8 @@ class Collector:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._backend = backend
+        self._machine = machine
+        self._options = options
         self._counters = counter_set
         self._entities = render.entities(machine, counter_set, options)
         self._index = attribution.device_index(machine)
@@ -82,6 +84,15 @@ class Collector:
     @property
     def page(self) -> Page:
         return self._page
+
+    @property
+    def counters(self) -> CounterSet:
+        return self._counters
+
+    def use_counters(self, counter_set: CounterSet) -> None:
+        """Serve ``counter_set`` from the next collection on (a reloaded counters file)."""
+        self._entities = render.entities(self._machine, counter_set, self._options)
+        self._counters = counter_set
 
     async def collect_once(self) -> None:
         """Sample, attribute and render; never raises for a backend or kubelet failure."""
