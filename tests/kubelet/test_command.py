@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from kubegpu.kubelet import command
+from tests.polling import wait_until
 
 
 def test_status_without_an_emulator_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -52,3 +56,41 @@ def test_help_names_the_client_commands(capsys: pytest.CaptureFixture[str]) -> N
     out = capsys.readouterr().out
     for word in ("admit POD.yaml", "delete NAMESPACE/NAME", "status [--json]", "--reproduce-reregistration-race"):
         assert word in out
+
+
+def kubelet_process(socket_dir: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "kubegpu", "kubelet", "--socket-dir", str(socket_dir), "--no-pod-resources"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_corrupt_pod_store_stops_the_start_naming_the_file(sock_dir: Path) -> None:
+    store = sock_dir / ".kubegpu-kubelet" / "pods.json"
+    store.parent.mkdir(parents=True)
+    store.write_bytes(b'{"version": 1, "pods": [\xff')
+    proc = kubelet_process(sock_dir)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert err.strip().splitlines()[-1].startswith(f"kubegpu kubelet: pod store {store}: corrupt:")
+    assert "Traceback" not in err
+    assert not (sock_dir / "kubelet.sock").exists()
+
+
+def test_sighup_is_logged_and_ignored_and_sigterm_still_removes_the_sockets(sock_dir: Path) -> None:
+    proc = kubelet_process(sock_dir)
+    try:
+        wait_until(lambda: (sock_dir / "kubelet.sock").exists() or proc.poll() is not None, what="kubelet.sock")
+        proc.send_signal(signal.SIGHUP)
+        assert command.main(["status", "--socket-dir", str(sock_dir)]) == 0  # still serving
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    assert err.count('msg="SIGHUP ignored: nothing to reload"') == 1
+    assert not (sock_dir / "kubelet.sock").exists()

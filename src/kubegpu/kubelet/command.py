@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,7 @@ def _run_daemon(args: argparse.Namespace) -> int:
     # gRPC core prints its own INFO lines (e.g. a plugin's GOAWAY) to stderr, which would break our
     # one-event-per-line logs; our logs already say what happened. Must be set before grpc loads.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the daemon's handler takes over: never exit 129
     from kubegpu.kubelet import daemon, errors
 
     options = daemon.Options(
@@ -155,6 +157,9 @@ def _run_daemon(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(run())
+    except errors.PodStoreError as exc:  # bad input: the operator's file
+        print(f"kubegpu kubelet: {exc}", file=sys.stderr)
+        return 2
     except errors.KubeletError as exc:
         print(f"kubegpu kubelet: {exc}", file=sys.stderr)
         return 1
