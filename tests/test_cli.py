@@ -67,3 +67,32 @@ def test_the_console_script_runs() -> None:
         [sys.executable, "-m", "kubegpu", "machines", "list"], capture_output=True, text=True, check=True
     ).stdout
     assert "dgx-a100" in out and "a100-mig" in out
+
+
+def test_no_command_prints_the_usage_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("usage: kubegpu ") and captured.out == ""
+
+
+@pytest.mark.parametrize("command", list(cli.COMMANDS))
+def test_every_command_prints_its_version(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from kubegpu import __version__
+
+    assert cli.main([command, "--version"]) == 0
+    assert capsys.readouterr().out == f"kubegpu {command} {__version__}\n"
+
+
+@pytest.mark.parametrize("reader", ["head -1", "true"], ids=["head", "closed-at-once"])
+def test_a_closed_stdout_pipe_is_not_a_traceback(reader: str) -> None:
+    # ``true`` exits before kubegpu has started, so its first write meets a closed pipe every time.
+    done = subprocess.run(
+        f"{sys.executable} -m kubegpu machines list | {reader}; exit ${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr

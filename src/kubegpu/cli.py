@@ -150,7 +150,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _usage_error(f"--log-format must be text or json, got {fmt!r}")
     if level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         return _usage_error(f"--log-level must be debug, info, warning or error, got {level!r}")
-    if not args or args[0] in ("-h", "--help", "help"):
+    if not args:
+        print(_help(), file=sys.stderr)
+        return 2
+    if args[0] in ("-h", "--help", "help"):
         print(_help())
         return 0
     if args[0] == "--version":
@@ -161,12 +164,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args[0]
     if command not in COMMANDS:
         return _usage_error(f"unknown command {command!r} (choose from {', '.join(COMMANDS)})")
+    if "--version" in args[1 : args.index("--") if "--" in args else None]:
+        from kubegpu import __version__
+
+        print(f"kubegpu {command} {__version__}")
+        return 0
     setup_logging(fmt, level)
     module = importlib.import_module(COMMANDS[command][0])
     try:
         return int(module.main(args[1:]))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (``kubegpu machines list | head -1``): not our error. Point stdout at
+        # /dev/null so the interpreter's final flush does not report it again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
 
 
 if __name__ == "__main__":
