@@ -127,6 +127,7 @@ def test_bad_run_settings_exit_2_with_one_line_and_no_traceback(tmp_path: Path) 
     (tmp_path / "p.csv").write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,0,1,500\n")
     cases = [
         (["--seed", "-1"], "--seed must be a non-negative integer, got -1"),
+        (["--scale", "1e9"], "--scale must be within (0, 100], got 1000000000.0"),
         (["--seeds", "3,-2"], "is not a seed or a range"),
         (["--trace-nodes", "n.csv"], "--trace-nodes and --trace-pods go together"),
         (["--trace-pods", "p.csv"], "--trace-nodes and --trace-pods go together"),
@@ -135,7 +136,7 @@ def test_bad_run_settings_exit_2_with_one_line_and_no_traceback(tmp_path: Path) 
         (["--trace-nodes", "nogpu.csv", "--trace-pods", "p.csv"], "nogpu.csv: the cluster has no GPU"),
     ]
     for argv, message in cases:
-        done = simulate(tmp_path, *argv, "--scale", "0.05", "--no-plot")
+        done = simulate(tmp_path, "--scale", "0.05", *argv, "--no-plot")
         assert done.returncode == 2 and message in done.stderr, (argv, done.stderr)
         assert "Traceback" not in done.stderr
     assert not (tmp_path.parent / "escape.csv").exists()

@@ -291,6 +291,8 @@ def main(argv: list[str]) -> int:
     if args.list_policies:
         _list_policies()
         return 0
+    if not 0 < args.scale <= 100:
+        parser.error(f"--scale must be within (0, 100], got {args.scale}")
     if not 0 < args.load <= 1000:
         parser.error(f"--load must be within (0, 1000] percent, got {args.load}")
     if args.jobs < 0:
