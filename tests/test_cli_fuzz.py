@@ -70,6 +70,7 @@ def _remove_sandbox() -> Iterator[None]:
     yield
     shutil.rmtree(SANDBOX, ignore_errors=True)
 
+
 TEXT_VALUES = ["0", "-1", "1", "3", "99999999999999999999", "nan", "inf", "-inf", "", " ", "x", "a,b", ":9400",
                "1.5", "true", "none", "dgx-a100", "a100-mig", "pcie-4xt4", "../../etc/passwd", "\x00", "é", "-",
                "/proc/self/status", "/proc/kubegpu", "/", str(SANDBOX), "/nonexistent/x"]  # fmt: skip
