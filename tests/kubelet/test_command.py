@@ -37,11 +37,26 @@ def test_admitting_a_file_that_is_not_a_pod_exits_2_naming_the_file(
         ["delete", "a/b/c"],
         ["--grace-period", "-1"],
         ["--grace-period", "soon"],
+        ["--grace-period", "nan"],
+        ["--dial-timeout", "0"],
+        ["--pre-start-timeout", "0"],
+        ["--dial-timeout", "1e9"],
         ["--topology-manager-policy", "strict"],
         ["admit"],
         ["status", "--bogus"],
     ],
-    ids=["bad-target", "negative-grace", "non-numeric-grace", "unknown-policy", "admit-without-file", "unknown-flag"],
+    ids=[
+        "bad-target",
+        "negative-grace",
+        "non-numeric-grace",
+        "nan-grace",
+        "zero-dial-timeout",
+        "zero-pre-start",
+        "huge-dial-timeout",
+        "unknown-policy",
+        "admit-without-file",
+        "unknown-flag",
+    ],
 )
 def test_bad_arguments_exit_2(argv: list[str], tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exc:
@@ -94,3 +109,12 @@ def test_sighup_is_logged_and_ignored_and_sigterm_still_removes_the_sockets(sock
     assert proc.returncode == 0
     assert err.count('msg="SIGHUP ignored: nothing to reload"') == 1
     assert not (sock_dir / "kubelet.sock").exists()
+
+
+def test_admitting_a_binary_file_exits_2_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "pod.yaml"
+    bad.write_bytes(b"\xff\xfe\x80")
+    with pytest.raises(SystemExit) as exc:
+        command.main(["admit", str(bad), "--socket-dir", str(tmp_path)])
+    assert exc.value.code == 2
+    assert f"{bad}: not a Pod manifest (not UTF-8 text)" in capsys.readouterr().err

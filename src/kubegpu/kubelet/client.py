@@ -71,7 +71,9 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
     """Read a Pod manifest file (YAML or JSON); errors name the file and the problem."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise errors.PodManifestError(f"{path}: not a Pod manifest (not UTF-8 text)") from None
     except OSError as exc:
         raise errors.PodManifestError(f"{path}: cannot read: {exc.strerror}") from None
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import signal
 import sys
@@ -50,8 +51,20 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative number of seconds, got {text!r}")
+    return value
+
+
+#: Timeouts: 0 would fail every call at once, more than an hour is a typo.
+TIMEOUT_RANGE_S = (0.0, 3600.0)
+
+
+def _timeout(text: str) -> float:
+    value = _seconds(text)
+    low, high = TIMEOUT_RANGE_S
+    if not low < value <= high:
+        raise argparse.ArgumentTypeError(f"must be within ({low:g}, {high:g}] seconds, got {text!r}")
     return value
 
 
@@ -88,14 +101,14 @@ def _daemon_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--dial-timeout",
-        type=_seconds,
+        type=_timeout,
         default=constants.DIAL_TIMEOUT_S,
         metavar="SECONDS",
         help="how long Register waits to connect to the plugin's socket (kubelet: 10)",
     )
     parser.add_argument(
         "--pre-start-timeout",
-        type=_seconds,
+        type=_timeout,
         default=constants.PRE_START_CONTAINER_TIMEOUT_S,
         metavar="SECONDS",
         help="deadline of PreStartContainer (kubelet: 30)",
@@ -118,7 +131,7 @@ def _client_parser(command: str) -> argparse.ArgumentParser:
         parser.description = "Print state-change events as they happen, one JSON object per line (Ctrl-C ends)."
     if command != "watch":
         parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    parser.add_argument("--timeout", type=_seconds, default=60.0, metavar="SECONDS", help="give up after this long")
+    parser.add_argument("--timeout", type=_timeout, default=60.0, metavar="SECONDS", help="give up after this long")
     return parser
 
 
