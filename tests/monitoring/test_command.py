@@ -276,10 +276,9 @@ def test_a_dcgm_exporter_command_line_runs_unchanged_and_logs_what_has_no_effect
     assert len(temps) == 4
     assert all("Hostname" not in s.labels and " " not in s.labels["modelName"] and "uuid" in s.labels for s in temps)
     no_effect = re.findall(r'msg="flag has no effect here" flag=(\S+)', log)
-    assert sorted(no_effect) == sorted(
-        ["--remote-hostengine-info", "--configmap-data", "--xid-count-window-size", "--kubernetes-gpu-id-type",
-         "--enable-dcgm-log", "--dcgm-log-level", "--switch-devices", "--cpu-devices", "--dump-enabled"]
-    )  # fmt: skip
+    expected = ["--remote-hostengine-info", "--configmap-data", "--xid-count-window-size", "--enable-dcgm-log",
+                "--dcgm-log-level", "--switch-devices", "--cpu-devices", "--dump-enabled"]  # fmt: skip
+    assert sorted(no_effect) == sorted(expected)
     assert "from=$DCGM_EXPORTER_DUMP_ENABLED" in log
 
 
@@ -301,3 +300,18 @@ def test_a_1x_compatibility_counters_file_loads(tmp_path: Path) -> None:
         "dcgm_sm_clock", "dcgm_fb_used", "dcgm_fi_prof_gr_engine_active"
     }  # fmt: skip
     assert 'msg="counter not available, skipped" field=dcgm_pcie_tx_throughput' in log
+
+
+async def test_device_name_ids_are_attributed_with_the_device_name_gpu_id_type(tmp_path: Path, sock_dir: Path) -> None:
+    socket = sock_dir / "pod-resources.sock"
+    args = ["--machine", "dgx-a100", "--fault-file", str(tmp_path / "f.jsonl"), "--pod-resources-socket", str(socket)]
+    async with ListerServer(socket) as lister:
+        lister.pods = [Pod("ml", "train", {"main": [("nvidia.com/gpu", ["nvidia4/vgpu0"])]})]
+        env = {"DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE": "device-name"}
+        exporter = await asyncio.to_thread(ExporterProcess(args, env=env).start)
+        try:
+            page = exposition.parse(await asyncio.to_thread(scrape, exporter.url))
+        finally:
+            await asyncio.to_thread(exporter.stop)
+    held = [s.labels["gpu"] for s in page.named("DCGM_FI_DEV_GPU_TEMP") if "pod" in s.labels]
+    assert held == [str(next(g.index for g in DGX.gpus if g.minor == 4))]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from kubegpu.gpu.backend import GpuBackend
 from kubegpu.gpu.model import Machine
 from kubegpu.gpu.telemetry import MachineSample
-from kubegpu.monitoring import attribution, render
+from kubegpu.monitoring import attribution, devicenames, render
 from kubegpu.monitoring.counters import CounterSet
 from kubegpu.monitoring.podresources import PodResourcesClient, PodResourcesUnavailable
 
@@ -50,6 +50,8 @@ class Collector:
         options: label spellings.
         pods: pod-resources client, or None when pod attribution is off.
         extra_resources: resource names attributed besides the NVIDIA ones.
+        device_names: the plugin's device IDs are device names (``nvidia3``), ``--kubernetes-gpu-id-type
+            device-name``.
         clock: wall clock for the last-collection timestamp.
     """
 
@@ -62,7 +64,9 @@ class Collector:
         pods: PodResourcesClient | None = None,
         extra_resources: Sequence[str] = (),
         clock: Callable[[], float] = time.time,
+        device_names: bool = False,
     ) -> None:
+        self._device_names = device_names
         self._backend = backend
         self._machine = machine
         self._options = options
@@ -117,6 +121,8 @@ class Collector:
                 if self._pods_up is False and self._page.generation > 0:
                     log.info("pod attribution available again", extra={"socket": str(self._pods.socket)})
                 self._pods_up = True
+                if self._device_names:
+                    rows = devicenames.translate(rows, self._machine)
                 holders = attribution.attribute(rows, self._index, self._extra)
                 if holders.unresolved != self._unresolved:
                     self._unresolved = holders.unresolved

@@ -350,6 +350,7 @@ def _main(argv: Sequence[str]) -> int:
         label_options,
         pods=pods,
         extra_resources=extra if isinstance(extra, tuple) else (),
+        device_names=settings["kubernetes-gpu-id-type"].value == "device-name",
     )
     server = endpoint.Endpoint(
         collector, address, web=web, read_timeout_s=settings.read_timeout_s, write_timeout_s=settings.write_timeout_s
