@@ -96,3 +96,15 @@ def test_a_closed_stdout_pipe_is_not_a_traceback(reader: str) -> None:
     )
     assert done.returncode == 0
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["simulate", "--seed", "-1"], ["fault", "xid", "--gpu", "99", "--xid", "79"], ["kubelet", "--dial-timeout", "0"],
+     ["machines", "show", "nope"], ["topology", "--bogus"]],
+    ids=["simulate", "fault", "kubelet", "machines", "topology"],
+)  # fmt: skip
+def test_bad_input_is_one_line_without_the_usage_block(argv: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-m", "kubegpu", *argv], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"kubegpu {argv[0]}") and "usage:" not in done.stderr

@@ -11,6 +11,7 @@ Command modules expose ``main(argv: list[str]) -> int``.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import logging
@@ -18,6 +19,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import NoReturn
 
 #: command -> (module, one-line summary). Modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -115,6 +117,11 @@ def _split_global(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     return options, rest
 
 
+def _one_line_error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    """Bad input on any command's line: one line naming the problem and exit 2, not argparse's usage block."""
+    parser.exit(2, f"{parser.prog}: error: {message}\n")
+
+
 def _usage_error(message: str) -> int:
     print(f"kubegpu: error: {message}", file=sys.stderr)
     return 2
@@ -170,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kubegpu {command} {__version__}")
         return 0
     setup_logging(fmt, level)
+    # Every command's parser reports bad input the same way (see --help for the usage).
+    argparse.ArgumentParser.error = _one_line_error  # type: ignore[method-assign,assignment]
     module = importlib.import_module(COMMANDS[command][0])
     try:
         return int(module.main(args[1:]))
