@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from tests.monitoring import exposition
 from tests.monitoring.exporter_process import ExporterProcess, fault, get, scrape, wait_for
 from tests.monitoring.podresources_server import ListerServer, Pod
 from tests.monitoring.reference import enabled_counters
+from tests.polling import wait_until
 
 DGX = profiles.load("dgx-a100")
 GPU_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
@@ -315,3 +319,42 @@ async def test_device_name_ids_are_attributed_with_the_device_name_gpu_id_type(t
             await asyncio.to_thread(exporter.stop)
     held = [s.labels["gpu"] for s in page.named("DCGM_FI_DEV_GPU_TEMP") if "pod" in s.labels]
     assert held == [str(next(g.index for g in DGX.gpus if g.minor == 4))]
+
+
+def test_web_systemd_socket_serves_the_socket_systemd_passed(tmp_path: Path) -> None:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    # As systemd does: the socket on descriptor 3, LISTEN_FDS=1 and LISTEN_PID = the exporter's own pid.
+    exporter = [sys.executable, "-m", "kubegpu", "exporter", "--machine", "pcie-4xt4", "--fault-file",
+                str(tmp_path / "f.jsonl"), "--web-systemd-socket", "--address", "127.0.0.1:1"]  # fmt: skip
+    proc = subprocess.Popen(
+        ["bash", "-c", 'LISTEN_PID=$$ LISTEN_FDS=1 exec "$@"', "bash", *exporter],
+        pass_fds=(3,),
+        preexec_fn=lambda: os.dup2(listener.fileno(), 3),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        page = wait_until(lambda: _try_scrape(f"http://127.0.0.1:{port}"), what="metrics on the passed socket")
+        assert "DCGM_FI_DEV_GPU_TEMP{" in page
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        listener.close()
+    assert proc.returncode == 0
+
+
+def _try_scrape(url: str) -> str | None:
+    try:
+        return scrape(url)
+    except OSError:
+        return None
+
+
+def test_web_systemd_socket_without_a_passed_socket_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        command.main(["--machine", "pcie-4xt4", "--web-systemd-socket"])
+    assert info.value.code == 2
+    assert "--web-systemd-socket: no socket passed by systemd" in capsys.readouterr().err

@@ -207,3 +207,19 @@ def test_sighup_reloads_counters_and_web_config_and_keeps_them_when_the_new_ones
         assert status == 200 and b"DCGM_FI_DEV_POWER_USAGE{" in body
         assert running.proc.poll() is None
     assert running.proc.returncode == 0
+
+
+def test_an_inline_certificate_and_key_build_a_server_context(ca: trustme.CA) -> None:
+    cert = ca.issue_cert("127.0.0.1")
+    text = (
+        "tls_server_config:\n"
+        f"  cert: |\n{_indent(cert.cert_chain_pems[0].bytes().decode())}"
+        f"  key: |\n{_indent(cert.private_key_pem.bytes().decode())}"
+        "  max_version: TLS12\n"
+    )
+    context = webconfig.ssl_context(parse(text))
+    assert context is not None and context.maximum_version == ssl.TLSVersion.TLSv1_2
+
+
+def _indent(pem: str) -> str:
+    return "".join(f"    {line}\n" for line in pem.splitlines())

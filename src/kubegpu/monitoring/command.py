@@ -233,6 +233,29 @@ def _log_ignored(settings: Settings) -> None:
             )
 
 
+#: systemd passes activated sockets from this descriptor on (sd_listen_fds(3)).
+SD_LISTEN_FDS_START = 3
+
+
+def systemd_socket(environ: Mapping[str, str], pid: int) -> socket.socket:
+    """The first socket systemd passed (``LISTEN_FDS``/``LISTEN_PID``); exits 2 when there is none for us."""
+    try:
+        count = int(environ.get("LISTEN_FDS", "0"))
+        owner = int(environ.get("LISTEN_PID", str(pid)))
+    except ValueError:
+        fail("--web-systemd-socket: LISTEN_FDS/LISTEN_PID are not numbers")
+    if count < 1 or owner != pid:
+        fail("--web-systemd-socket: no socket passed by systemd (LISTEN_FDS unset or for another process)")
+    try:
+        sock = socket.socket(fileno=SD_LISTEN_FDS_START)
+    except OSError as exc:
+        fail(f"--web-systemd-socket: descriptor {SD_LISTEN_FDS_START} is not a socket: {exc.strerror or exc}")
+    if sock.type != socket.SOCK_STREAM:
+        fail(f"--web-systemd-socket: descriptor {SD_LISTEN_FDS_START} is not a stream socket")
+    sock.setblocking(False)
+    return sock
+
+
 def _check_devices(spec: options.DeviceSpec, gpu_indices: set[int], gi_ids: set[int], has_mig: bool) -> None:
     if spec.flex:
         return
@@ -352,8 +375,14 @@ def _main(argv: Sequence[str]) -> int:
         extra_resources=extra if isinstance(extra, tuple) else (),
         device_names=settings["kubernetes-gpu-id-type"].value == "device-name",
     )
+    listening = systemd_socket(os.environ, os.getpid()) if settings["web-systemd-socket"].value else None
     server = endpoint.Endpoint(
-        collector, address, web=web, read_timeout_s=settings.read_timeout_s, write_timeout_s=settings.write_timeout_s
+        collector,
+        address,
+        web=web,
+        read_timeout_s=settings.read_timeout_s,
+        write_timeout_s=settings.write_timeout_s,
+        sock=listening,
     )
     try:
         return asyncio.run(_serve(collector, server, settings, backend.name))

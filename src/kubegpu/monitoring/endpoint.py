@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import ssl
 from dataclasses import dataclass
 
@@ -94,8 +95,11 @@ class Endpoint:
         collector: the source of ``/metrics`` and ``/health``.
         address: where to listen.
         web: a loaded ``--web-config-file``, or None for plain HTTP without authentication.
-        read_timeout_s: the longest wait for a request head on a connection that has sent part of one.
+        read_timeout_s: the longest wait for a request head, idle keep-alive time included (Go's
+            http.Server uses ReadTimeout when no IdleTimeout is set, as in dcgm-exporter); also the TLS
+            handshake's limit.
         write_timeout_s: the longest wait for a response to be taken by the client.
+        sock: an already listening socket to serve instead of binding ``address`` (systemd socket activation).
     """
 
     def __init__(
@@ -105,7 +109,9 @@ class Endpoint:
         web: webconfig.WebConfig | None = None,
         read_timeout_s: float = IDLE_TIMEOUT_S,
         write_timeout_s: float = IDLE_TIMEOUT_S,
+        sock: socket.socket | None = None,
     ) -> None:
+        self._sock = sock
         self._collector = collector
         self._address = address
         self._server: asyncio.Server | None = None
@@ -161,12 +167,18 @@ class Endpoint:
         """Bind and start accepting; raises OSError when the address is taken or not ours."""
         if self._ssl is not None:
             self._ssl.sni_callback = self._current_context
+        handshake = self._read_timeout if self._ssl is not None else None
+        if self._sock is not None:
+            self._server = await asyncio.start_server(
+                self._serve, sock=self._sock, ssl=self._ssl, ssl_handshake_timeout=handshake
+            )
+            return
         self._server = await asyncio.start_server(
             self._serve,
             host=self._address.host,
             port=self._address.port,
             ssl=self._ssl,
-            ssl_handshake_timeout=self._read_timeout if self._ssl is not None else None,
+            ssl_handshake_timeout=handshake,
         )
 
     async def stop(self) -> None:

@@ -133,8 +133,8 @@ FLAGS: tuple[Flag, ...] = (
     _f("gpu-bind-unbind-poll-interval", "", "DCGM_EXPORTER_GPU_BIND_UNBIND_POLL_INTERVAL", "1s", "string", "ignored",
        "DCGM bind/unbind events: no DCGM"),
     _f("enable-pprof", "", "DCGM_EXPORTER_ENABLE_PPROF", "false", "bool", "ignored", "Go profiling: not served"),
-    _f("web-systemd-socket", "", "DCGM_EXPORTER_SYSTEMD_SOCKET", "false", "bool", "ignored",
-       "systemd socket activation: not supported, listens on --address"),
+    _f("web-systemd-socket", "", "DCGM_EXPORTER_SYSTEMD_SOCKET", "false", "bool", "serves",
+       "serve the socket systemd passed (LISTEN_FDS, descriptor 3) instead of binding --address"),
 )  # fmt: skip
 
 BY_NAME: dict[str, Flag] = {f.name: f for f in FLAGS}
