@@ -23,7 +23,7 @@ from typing import NoReturn
 
 #: command -> (module, one-line summary). Modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("kubegpu.demo", "a simulated GPU node end to end: emulator + plugin + exporter, in 30 s"),
+    "demo": ("kubegpu.demo", "a simulated GPU node end to end: emulator + plugin + exporter, in about 4 s"),
     "plugin": ("kubegpu.deviceplugin.command", "the NVIDIA-compatible device plugin (DaemonSet on GPU nodes)"),
     "kubelet": ("kubegpu.kubelet.command", "the kubelet device-manager emulator and its client commands"),
     "fault": ("kubegpu.gpu.command", "inject XID / ECC / lost / recover faults into a simulated machine"),
