@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import importlib
 import io
 import os
 import re
@@ -148,6 +149,11 @@ def _always(*args: Any, **kwargs: Any) -> bool:
     return True
 
 
+def command_module(name: str) -> Any:
+    """The module holding a command's ``main`` (``cli.COMMANDS`` names it as ``module`` or ``module:function``)."""
+    return importlib.import_module(cli.COMMANDS[name][0].split(":")[0])
+
+
 @contextlib.contextmanager
 def sandboxed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     def ran(*args: Any, **kwargs: Any) -> None:
@@ -160,13 +166,10 @@ def sandboxed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     import asyncio
     import time
 
-    from kubegpu import demo
-    from kubegpu.scheduling import command as simulate_command
-
     monkeypatch.setattr(asyncio, "run", ran)
     monkeypatch.setattr(time, "sleep", ran)
-    monkeypatch.setattr(simulate_command, "_execute", ran)
-    monkeypatch.setattr(demo, "LocalNode", ran)  # would start the kubelet, plugin and exporter processes
+    monkeypatch.setattr(command_module("simulate"), "_execute", ran)  # the simulator's run pool
+    monkeypatch.setattr(command_module("demo"), "LocalNode", ran)  # would start kubelet, plugin and exporter
     monkeypatch.setattr(builtins, "open", _guard(builtins.open, _open_writes))
     monkeypatch.setattr(io, "open", _guard(io.open, _open_writes))
     monkeypatch.setattr(os, "open", _guard(os.open, _os_open_writes))
