@@ -223,3 +223,25 @@ def test_an_inline_certificate_and_key_build_a_server_context(ca: trustme.CA) ->
 
 def _indent(pem: str) -> str:
     return "".join(f"    {line}\n" for line in pem.splitlines())
+
+
+def test_sighup_serves_a_renewed_certificate_to_new_connections(tmp_path: Path, ca: trustme.CA) -> None:
+    cert_file, key_file = server_files(ca, tmp_path)
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config: {{cert_file: {cert_file}, key_file: {key_file}}}\n")
+    renewed_ca = trustme.CA()
+    with exporter(tmp_path, web) as running:
+        assert running.proc is not None
+        assert request(running.port, client_context(ca))[0] == 200
+        server_files(renewed_ca, tmp_path)  # the certificate rotated on disk (same file names)
+        running.proc.send_signal(signal.SIGHUP)
+
+        def renewed() -> bool:
+            try:
+                return request(running.port, client_context(renewed_ca))[0] == 200
+            except (ssl.SSLError, ConnectionError):
+                return False
+
+        wait_until(renewed, what="the renewed certificate served")
+        with pytest.raises(ssl.SSLError):
+            request(running.port, client_context(ca))  # the old CA no longer vouches for what is served
