@@ -69,6 +69,11 @@ def test_a_certificate_that_does_not_load_is_an_error_at_load(tmp_path: Path) ->
         webconfig.load(path)
     with pytest.raises(WebConfigError, match="cannot read"):
         webconfig.load(tmp_path / "absent.yml")
+    with pytest.raises(WebConfigError, match="larger than"):
+        webconfig.load(Path("/dev/zero"))
+    with pytest.raises(WebConfigError, match="not UTF-8"):
+        (tmp_path / "bin.yml").write_bytes(b"\xff\xfe")
+        webconfig.load(tmp_path / "bin.yml")
 
 
 def test_basic_auth_checks_user_and_password_and_caches_the_match() -> None:

@@ -204,6 +204,10 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
     )
 
 
+#: A counters file is a few KiB; anything past this is not one (``/dev/zero``, a log file given by mistake).
+MAX_COUNTERS_BYTES = 1 << 20
+
+
 def read_counters(path: Path | None) -> CounterSet:
     """The counters file (None: the shipped one); raises CountersError naming the file."""
     from kubegpu.monitoring import counters
@@ -211,7 +215,11 @@ def read_counters(path: Path | None) -> CounterSet:
     if path is None:
         return counters.parse(counters.default_text(), counters.DEFAULT_FILE_NAME)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_COUNTERS_BYTES + 1)
+        if len(raw) > MAX_COUNTERS_BYTES:
+            raise counters.CountersError(f"counters file {path}: larger than {MAX_COUNTERS_BYTES} bytes")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise counters.CountersError(f"counters file {path}: not UTF-8 text") from None
     except OSError as exc:

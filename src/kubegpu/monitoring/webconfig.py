@@ -210,10 +210,18 @@ def parse(text: str, source: str, base: Path | None = None) -> WebConfig:
     return WebConfig(source=source, tls=tls, users=users, headers=headers)
 
 
+#: A web config is a few lines (inline certificates included); more than this is not one.
+MAX_BYTES = 1 << 20
+
+
 def load(path: Path) -> WebConfig:
     """Read and parse a web config file; raises :class:`WebConfigError` naming the file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            raise WebConfigError(f"{path}: larger than {MAX_BYTES} bytes, not a web config")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise WebConfigError(f"{path}: not UTF-8 text") from None
     except OSError as exc:
