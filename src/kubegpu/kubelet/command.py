@@ -147,11 +147,19 @@ def main(argv: list[str]) -> int:
     return _run_daemon(args)
 
 
+def _exit_early(_sig: int, _frame: object) -> None:
+    raise SystemExit(0)
+
+
 def _run_daemon(args: argparse.Namespace) -> int:
     # gRPC core prints its own INFO lines (e.g. a plugin's GOAWAY) to stderr, which would break our
     # one-event-per-line logs; our logs already say what happened. Must be set before grpc loads.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the daemon's handler takes over: never exit 129
+    # Until the daemon's own handlers take over (before it binds anything): SIGHUP never kills it (exit 129),
+    # SIGTERM/SIGINT end it cleanly, with nothing to clean up yet.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _exit_early)
     from kubegpu.kubelet import daemon, errors
 
     options = daemon.Options(
