@@ -105,8 +105,12 @@ def argv_for(draw: st.DrawFn, command: str) -> list[str]:
         argv.append(draw(st.sampled_from(subs)))
     value = st.one_of(st.sampled_from(TEXT_VALUES), file_value(), st.text(max_size=12))
     for _ in range(draw(st.integers(0, 4))):
-        if flags and draw(st.integers(0, 4)):
-            argv.append(draw(st.sampled_from(flags)))
+        flag = draw(st.sampled_from(flags)) if flags and draw(st.integers(0, 4)) else None
+        if flag is not None and flag.startswith("--") and draw(st.integers(0, 3)) == 0:
+            argv.append(f"{flag}={draw(value)}")  # the --flag=value spelling
+            continue
+        if flag is not None:
+            argv.append(flag)
         if draw(st.booleans()):
             argv.append(draw(value))
     return argv
