@@ -2,6 +2,7 @@
 
 Unix socket paths are limited to 107 bytes, and pytest's tmp_path can be long,
 so tests that bind sockets use ``sock_dir`` (a short directory under /tmp).
+The ``kube`` fixture (an API server per test: tests/kubeapi/fixture.py) is registered here too.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from tests.shared import REPO, SHARED, pytest_runtest_makereport
 
 # The hook turns skips for missing ../shared into failures in CI; pytester runs that hook's own test.
 __all__ = ["REPO", "SHARED", "pytest_runtest_makereport", "sock_dir"]
-pytest_plugins = ["pytester"]
+pytest_plugins = ["tests.kubeapi.fixture", "pytester"]
 
 
 @pytest.fixture

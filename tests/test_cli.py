@@ -108,3 +108,13 @@ def test_bad_input_is_one_line_without_the_usage_block(argv: list[str]) -> None:
     done = subprocess.run([sys.executable, "-m", "kubegpu", *argv], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"kubegpu {argv[0]}") and "usage:" not in done.stderr
+
+
+@pytest.mark.parametrize("name", list(cli.COMMANDS))
+def test_every_command_is_a_command_module_with_an_entry_point(name: str) -> None:
+    import importlib
+
+    target = cli.COMMANDS[name][0]
+    module_name, _, function = target.partition(":")
+    assert module_name.endswith(".command"), f"kubegpu {name}: {module_name} is not named command.py"
+    assert callable(getattr(importlib.import_module(module_name), function or "main"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kubegpu.deviceplugin import cdi_writer
+from kubegpu.deviceplugin.cdi import hostfiles
 from tests.fake_nvml import harness
 
 pytest_plugins = ["tests.fake_nvml.fixtures"]
@@ -15,7 +15,7 @@ def test_the_driver_root_holds_the_versioned_libraries_cdi_spec_generation_looks
 ) -> None:
     node = harness.stage(tmp_path / "node", "dgx-a100", fake_library)
     version = node.machine.driver_version
-    found = cdi_writer.discover(node.driver_root, tmp_path / "no-dev", version)
+    found = hostfiles.discover(node.driver_root, tmp_path / "no-dev", version)
     directory = "/" + str(node.library_dir.relative_to(node.driver_root))
     assert set(found.libraries) == {f"{directory}/libcuda.so.{version}", f"{directory}/libnvidia-ml.so.{version}"}
     assert (f"libcuda.so.{version}", f"{directory}/libcuda.so.1") in found.symlinks

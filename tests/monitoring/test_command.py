@@ -16,7 +16,7 @@ import pytest
 from kubegpu.gpu import profiles
 from kubegpu.monitoring import command, counters
 from tests.monitoring import exposition
-from tests.monitoring.exporter_process import ExporterProcess, fault, get, scrape, wait_for
+from tests.monitoring.exporter_process import ExporterProcess, fault, get, scrape
 from tests.monitoring.podresources_server import ListerServer, Pod
 from tests.monitoring.reference import enabled_counters
 from tests.polling import wait_until
@@ -78,7 +78,7 @@ def test_an_injected_xid_reaches_xid_errors_on_the_next_collection(tmp_path: Pat
 
         assert set(xids().values()) == {0.0}
         fault(journal, "xid", "--machine", "dgx-a100", "--gpu", "3", "--xid", "79")
-        wait_for(lambda: xids()["3"] == 79, what="XID 79 on GPU 3")
+        wait_until(lambda: xids()["3"] == 79, what="XID 79 on GPU 3")
         assert xids()["0"] == 0
 
 
@@ -92,7 +92,7 @@ def test_a_lost_gpu_disappears_and_is_reported_unavailable(tmp_path: Path) -> No
             page = exposition.parse(scrape(exporter.url))
             return {s.labels["gpu"]: s.value for s in page.named("kubegpu_exporter_gpu_available")}
 
-        wait_for(lambda: available()["6"] == 0, what="GPU 6 unavailable")
+        wait_until(lambda: available()["6"] == 0, what="GPU 6 unavailable")
         page = exposition.parse(scrape(exporter.url))
         assert "6" not in {s.labels["gpu"] for s in page.named("DCGM_FI_DEV_GPU_TEMP")}
 
@@ -163,7 +163,7 @@ def test_print_default_counters_prints_the_shipped_file(capsys: pytest.CaptureFi
         (["-f", "/nonexistent/c.csv"], {}, "counters file /nonexistent/c.csv: cannot read"),
         (["-f", "/"], {}, "counters file /: cannot read"),
         (["-f", "/dev/zero"], {}, "counters file /dev/zero: larger than 1048576 bytes"),
-        ([], {"DCGM_EXPORTER_KUBERNETES": "maybe"}, "$DCGM_EXPORTER_KUBERNETES: 'maybe' is not a boolean"),
+        ([], {"DCGM_EXPORTER_KUBERNETES": "maybe"}, '$DCGM_EXPORTER_KUBERNETES: could not parse "maybe" as bool value'),
         (["--hostname-label", "HOSTNAME"], {}, "--hostname-label: invalid choice"),
         (["-d", "g:0,x"], {}, "--devices: 'g:0,x': 'x' is not an ID"),
         (["-d", "f+g"], {}, "f (flex) cannot be combined with g or i"),

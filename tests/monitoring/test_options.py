@@ -88,7 +88,8 @@ def test_booleans_are_read_as_go_reads_them(text: str, expected: bool) -> None:
 
 
 def test_a_bad_value_names_its_source() -> None:
-    with pytest.raises(options.OptionError, match=r"^\$DCGM_EXPORTER_NO_HOSTNAME: 'yes please' is not a boolean"):
+    message = r'^\$DCGM_EXPORTER_NO_HOSTNAME: could not parse "yes please" as bool'
+    with pytest.raises(options.OptionError, match=message):
         options.resolve(options.BY_NAME["no-hostname"], None, {"DCGM_EXPORTER_NO_HOSTNAME": "yes please"})
 
 
@@ -134,7 +135,7 @@ def test_go_durations(text: str, seconds: float) -> None:
     assert options.go_duration_s(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "10", "s", "10x", "1..2s"])
+@pytest.mark.parametrize("text", ["", "10", "s", "10x", "1..2s", "yes"])
 def test_bad_go_durations_are_errors(text: str) -> None:
     with pytest.raises(ValueError):
         options.go_duration_s(text)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from kubegpu.monitoring import fields
+from kubegpu.monitoring.errors import MonitoringError
 
 #: Type words dcgm-exporter accepts in a counters file.
 TYPES = ("gauge", "counter", "histogram", "summary", "label")
@@ -83,7 +84,7 @@ def field_of(name: str) -> str | None:
 DEFAULT_FILE_NAME = "default-counters.csv"
 
 
-class CountersError(ValueError):
+class CountersError(MonitoringError, ValueError):
     """A counters file that cannot be used; the message names the file, line and problem."""
 
 

@@ -4,8 +4,8 @@ Owns the table of every flag of dcgm-exporter's CLI (``pkg/cmd/app.go``), what `
 does with each (``serves``: honoured; ``ignored``: accepted, and logged once when set, because it
 only means something to a DCGM host engine, a container runtime or a file dump we do not have), and
 resolving one flag's value: command line > environment > default, with urfave/cli's value syntax
-(``true``/``false``/``1``/``0`` booleans, comma-separated lists). Pure: no I/O besides reading the
-environment mapping it is given; must not know what a value does.
+(booleans by Go's ``strconv.ParseBool``, :mod:`kubegpu.common.boolean`; comma-separated lists).
+Pure: no I/O besides reading the environment mapping it is given; must not know what a value does.
 """
 
 from __future__ import annotations
@@ -14,11 +14,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from kubegpu.common import boolean, durations
+from kubegpu.monitoring.errors import MonitoringError
+
 Kind = Literal["string", "bool", "int", "list"]
 Effect = Literal["serves", "ignored"]
 
 
-class OptionError(ValueError):
+class OptionError(MonitoringError, ValueError):
     """A flag or environment value that cannot be used; the message names it."""
 
 
@@ -139,18 +142,10 @@ FLAGS: tuple[Flag, ...] = (
 
 BY_NAME: dict[str, Flag] = {f.name: f for f in FLAGS}
 
-_TRUE = ("1", "t", "true")
-_FALSE = ("0", "f", "false")
 
-
-def parse_bool(text: str) -> bool:
-    """Go's strconv.ParseBool, as urfave/cli uses it (case-insensitive here)."""
-    value = text.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ValueError(f"{text!r} is not a boolean (true, false, 1, 0)")
+def go_duration_s(text: str) -> float:
+    """A Go duration (``10s``, ``1m30s``, ``250ms``) in seconds; ValueError with Go's text."""
+    return durations.parse_duration_ns(text) / 1e9
 
 
 def parse_int(text: str) -> int:
@@ -196,7 +191,7 @@ def resolve(flag: Flag, given: Sequence[str] | None, environ: Mapping[str, str])
             return Value(parse_list(raw), source)
         text = raw[-1]  # a repeated flag: the last one wins, as with Go's flag package
         if flag.kind == "bool":
-            return Value(parse_bool(text), source)
+            return Value(boolean.parse_bool(text.strip()), source)
         if flag.kind == "int":
             return Value(parse_int(text), source)
         return Value(text, source)
@@ -220,31 +215,6 @@ def normalise_argv(argv: Sequence[str], long_names: set[str]) -> list[str]:
                 arg = "-" + arg
         out.append(arg)
     return out
-
-
-def go_duration_s(text: str) -> float:
-    """A Go duration (``10s``, ``1m30s``, ``250ms``, ``0``) in seconds; raises ValueError naming the text."""
-    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-    rest = text.strip()
-    if rest in ("0", ""):
-        if rest == "":
-            raise ValueError("empty duration")
-        return 0.0
-    total = 0.0
-    while rest:
-        number = ""
-        while rest and (rest[0].isdigit() or rest[0] == "."):
-            number, rest = number + rest[0], rest[1:]
-        unit = ""
-        while rest and not (rest[0].isdigit() or rest[0] == "."):
-            unit, rest = unit + rest[0], rest[1:]
-        if not number or unit not in units:
-            raise ValueError(f"{text!r} is not a duration (e.g. 10s, 1m30s, 500ms)")
-        try:
-            total += float(number) * units[unit]
-        except ValueError:
-            raise ValueError(f"{text!r} is not a duration (e.g. 10s, 1m30s, 500ms)") from None
-    return total
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,12 @@ from typing import Any
 
 import yaml
 
+from kubegpu.monitoring.errors import MonitoringError
+
 log = logging.getLogger(__name__)
 
 
-class WebConfigError(ValueError):
+class WebConfigError(MonitoringError, ValueError):
     """A web config that cannot be used; the message names the file and key."""
 
 
