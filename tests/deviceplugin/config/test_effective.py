@@ -55,7 +55,8 @@ DEFAULTS = [
     ("flags.plugin.nvidiaCTKPath", "/usr/bin/nvidia-ctk"),
     ("flags.plugin.containerDriverRoot", "/driver-root"),
     ("flags.plugin.sharedDevicesAllocationPolicy", "distributed"),
-    ("flags.plugin.healthRecoveryQuietPeriod", "5m0s"),
+    ("flags.plugin.healthRecoveryQuietPeriod", "0s"),
+    ("flags.plugin.healthRecoveryXids", "all"),
     ("flags.gfd.sleepInterval", "1m0s"),
     ("flags.gfd.outputFile", "/etc/kubernetes/node-feature-discovery/features.d/gfd"),
     ("resources.gpus", [{"pattern": "*", "name": "nvidia.com/gpu"}]),
@@ -590,7 +591,7 @@ QUIET = [
     ("fractional_seconds_env", [], {"HEALTH_RECOVERY_QUIET_PERIOD": "2.5"}, None, 2.5),
     ("zero_means_recovery_only", ["--health-recovery-quiet-period", "0"], {}, None, 0.0),
     ("file_number_is_seconds", [], {}, "flags: {plugin: {healthRecoveryQuietPeriod: 60}}", 60.0),
-    ("default_five_minutes", [], {}, None, 300.0),
+    ("default_off_as_nvidia", [], {}, None, 0.0),
 ]
 
 
@@ -617,3 +618,24 @@ def test_registration_retry_interval_is_a_command_line_option() -> None:
     assert load().options.retry_interval_s == 30.0
     assert load(["--registration-retry-interval", "2.5"]).options.retry_interval_s == 2.5
     assert load([], {"REGISTRATION_RETRY_INTERVAL": "1m"}).options.retry_interval_s == 60.0
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "text", "expected"),
+    [
+        ([], {}, None, "all"),
+        (["--health-recovery-xids", "94,95,ecc"], {}, None, "94,95,ecc"),
+        ([], {"HEALTH_RECOVERY_XIDS": "wait"}, None, "wait"),
+        ([], {}, "flags: {plugin: {healthRecoveryXids: '31,94'}}", "31,94"),
+    ],
+    ids=["default", "flag", "env", "file"],
+)
+def test_recovery_classes_come_from_flag_env_or_file(
+    tmp_path: Path, argv: list[str], env: dict[str, str], text: str | None, expected: str
+) -> None:
+    assert with_file(tmp_path, text or "", argv, env).flags.plugin.health_recovery_xids == expected
+
+
+def test_bad_recovery_classes_are_refused_naming_the_flag() -> None:
+    with pytest.raises(ConfigError, match="invalid --health-recovery-xids option: 'lots' is not an XID number"):
+        load(["--health-recovery-xids", "79,lots"])

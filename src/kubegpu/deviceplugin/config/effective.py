@@ -368,6 +368,10 @@ def _flag_problem(config: Config) -> str | None:
         )
     if plugin.quiet_period_s < 0:
         return f"invalid --health-recovery-quiet-period option: {plugin.health_recovery_quiet_period} is negative"
+    try:
+        flags.recovery_classes(plugin.health_recovery_xids)
+    except ValueError as exc:
+        return f"invalid --health-recovery-xids option: {exc}"
     socket = config.options.kubelet_socket
     if socket and (socket.endswith("/") or Path(socket).name in ("", ".", "..")):
         return f"invalid --kubelet-socket option: {socket!r} needs the socket file's path, e.g. .../kubelet.sock"
