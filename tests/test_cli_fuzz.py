@@ -186,21 +186,7 @@ def sandboxed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-#: Tracebacks this fuzz found in deviceplugin/ (a binary --config-file or CDI spec: UnicodeDecodeError in
-#: config.read_config_file and cdi_command._validate). deviceplugin/ is being restructured on another branch,
-#: so they are fixed after that lands; until then these commands are expected to fail now and then.
-KNOWN = {"cdi", "labels", "plugin", "mps-daemon"}
-
-
-@pytest.mark.parametrize(
-    "command",
-    [
-        pytest.param(c, marks=pytest.mark.xfail(reason="deviceplugin: undecodable file -> traceback", strict=False))
-        if c in KNOWN
-        else c
-        for c in sorted(cli.COMMANDS)
-    ],
-)
+@pytest.mark.parametrize("command", sorted(cli.COMMANDS))
 @settings(
     max_examples=int(os.environ.get("KUBEGPU_FUZZ_EXAMPLES", "40")),
     deadline=None,

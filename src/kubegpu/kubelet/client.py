@@ -74,8 +74,9 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise errors.PodManifestError(f"{path}: not a Pod manifest (not UTF-8 text)") from None
-    except OSError as exc:
-        raise errors.PodManifestError(f"{path}: cannot read: {exc.strerror}") from None
+    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise errors.PodManifestError(f"{path}: cannot read: {why}") from None
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:

@@ -217,13 +217,15 @@ def read_counters(path: Path | None) -> CounterSet:
     try:
         with path.open("rb") as fh:
             raw = fh.read(MAX_COUNTERS_BYTES + 1)
-        if len(raw) > MAX_COUNTERS_BYTES:
-            raise counters.CountersError(f"counters file {path}: larger than {MAX_COUNTERS_BYTES} bytes")
+    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
+        why = exc.strerror if isinstance(exc, OSError) else None
+        raise counters.CountersError(f"counters file {path}: cannot read: {why or exc}") from None
+    if len(raw) > MAX_COUNTERS_BYTES:
+        raise counters.CountersError(f"counters file {path}: larger than {MAX_COUNTERS_BYTES} bytes")
+    try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise counters.CountersError(f"counters file {path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise counters.CountersError(f"counters file {path}: cannot read: {exc.strerror or exc}") from None
     counter_set = counters.parse(text, str(path))
     if not counter_set.values:
         raise counters.CountersError(f"counters file {path}: enables no field this exporter can serve")

@@ -221,13 +221,15 @@ def load(path: Path) -> WebConfig:
     try:
         with path.open("rb") as fh:
             raw = fh.read(MAX_BYTES + 1)
-        if len(raw) > MAX_BYTES:
-            raise WebConfigError(f"{path}: larger than {MAX_BYTES} bytes, not a web config")
+    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
+        why = exc.strerror if isinstance(exc, OSError) else None
+        raise WebConfigError(f"{path}: cannot read: {why or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise WebConfigError(f"{path}: larger than {MAX_BYTES} bytes, not a web config")
+    try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise WebConfigError(f"{path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise WebConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     config = parse(text, str(path), path.parent)
     if config.tls is not None:
         ssl_context(config)  # certificate problems show at load, not at the first handshake

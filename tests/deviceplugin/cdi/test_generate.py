@@ -334,3 +334,13 @@ def test_cdi_validate_reports_a_bad_spec_and_exits_1(tmp_path: Path) -> None:
     result = kubegpu("cdi", "validate", str(bad))
     assert result.returncode == 1
     assert "containerEdits.env: invalid env entry 'NOVALUE': must be KEY=VALUE" in result.stderr
+
+
+@pytest.mark.parametrize("target", ["missing.json", "binary.json", "."], ids=["missing", "binary", "directory"])
+def test_cdi_validate_on_a_file_it_cannot_read_exits_2_with_one_line(tmp_path: Path, target: str) -> None:
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x80")
+    result = subprocess.run(
+        [sys.executable, "-m", "kubegpu", "cdi", "validate", target], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

@@ -639,3 +639,10 @@ def test_recovery_classes_come_from_flag_env_or_file(
 def test_bad_recovery_classes_are_refused_naming_the_flag() -> None:
     with pytest.raises(ConfigError, match="invalid --health-recovery-xids option: 'lots' is not an XID number"):
         load(["--health-recovery-xids", "79,lots"])
+
+
+def test_a_binary_config_file_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_bytes(b"\xff\xfe\x80")
+    with pytest.raises(ConfigError, match=f"{path}: not a config file"):
+        load(["--config-file", str(path)])

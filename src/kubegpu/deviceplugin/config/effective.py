@@ -260,9 +260,12 @@ def _set(data: dict[str, Any], key: Sequence[str], value: Any) -> None:
 def read_config_file(path: str) -> v1.ConfigFile:
     """Read and parse ``path``; a missing or unreadable file is a :class:`ConfigError` naming it."""
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ConfigError(f"unable to parse config file: error opening config file {path}: {exc.strerror}") from None
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"unable to parse config file: {path}: not a config file (not UTF-8 text)") from None
+    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise ConfigError(f"unable to parse config file: error opening config file {path}: {why}") from None
     return v1.parse_text(text, source=path)
 
 
