@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -646,3 +647,22 @@ def test_a_binary_config_file_is_a_config_error_naming_it(tmp_path: Path) -> Non
     path.write_bytes(b"\xff\xfe\x80")
     with pytest.raises(ConfigError, match=f"{path}: not a config file"):
         load(["--config-file", str(path)])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--registration-retry-interval", "0"], "invalid --registration-retry-interval option: 0s"),
+        (["--registration-retry-interval", "2h"], "must be within (0, 3600] seconds"),
+    ],
+    ids=["zero", "too-long"],
+)
+def test_out_of_range_retry_intervals_are_refused_with_the_range(argv: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load(argv)
+
+
+def test_replicas_beyond_the_limit_are_refused_with_the_range(tmp_path: Path) -> None:
+    text = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 100000}]}}"
+    with pytest.raises(ConfigError, match=re.escape("number of replicas must be within [2, 1024], got 100000")):
+        with_file(tmp_path, text)

@@ -369,6 +369,11 @@ def _flag_problem(config: Config) -> str | None:
             f"invalid --allocation-policy option: {plugin.allocation_policy} "
             f"(choose from {', '.join(flags.ALLOCATION_POLICIES)})"
         )
+    if not 0 < config.options.retry_interval_s <= 3600:
+        return (
+            f"invalid --registration-retry-interval option: {config.options.registration_retry_interval} "
+            "(must be within (0, 3600] seconds)"
+        )
     if plugin.quiet_period_s < 0:
         return f"invalid --health-recovery-quiet-period option: {plugin.health_recovery_quiet_period} is negative"
     try:
