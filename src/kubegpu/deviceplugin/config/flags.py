@@ -383,6 +383,18 @@ class Options:
         "kubegpu: serve the plugin's Prometheus metrics on HOST:PORT (/metrics); default off", metavar="HOST:PORT",
     )  # fmt: skip
     """kubegpu: ``HOST:PORT`` of the plugin's own Prometheus metrics; None: not served."""
+    node_name: str | None = option(
+        None, "--node-name", "NODE_NAME", "str",
+        "kubegpu: publish this node's GPUs (annotation kubegpu.io/gpus) on the Node so named and honour the "
+        "scheduler's pick (kubegpu.io/gpu-devices on its pods); default off (set NODE_NAME from the downward API)",
+        metavar="NAME",
+    )  # fmt: skip
+    """kubegpu: the Node to publish the GPUs on and whose pods' picks to honour; None: neither."""
+    kubeconfig: str | None = option(
+        None, "--kubeconfig", "", "path",
+        "kubegpu: the cluster of --node-name (default $KUBECONFIG, else the in-cluster service account)",
+    )  # fmt: skip
+    """kubegpu: kubeconfig for ``node_name``'s API calls; None: ``$KUBECONFIG`` or in-cluster."""
 
     @property
     def retry_interval_s(self) -> float:
