@@ -42,6 +42,7 @@ from typing import Literal
 
 from kubegpu.api import constants
 from kubegpu.deviceplugin.config.effective import Config
+from kubegpu.deviceplugin.config.flags import recovery_classes
 from kubegpu.deviceplugin.config.v1 import ConfigError
 from kubegpu.deviceplugin.errors import DevicePluginError, KubeletUnavailable, MpsNotReady
 from kubegpu.deviceplugin.mps import control
@@ -280,7 +281,11 @@ class Supervisor:
                         "policy": config.flags.plugin.policy_for(not preferred.places_whole_gpus(resource)),
                     },
                 )
-            book = health.HealthBook(quiet_period_s=config.flags.plugin.quiet_period_s, policy=self.xid_policy)
+            book = health.HealthBook(
+                quiet_period_s=config.flags.plugin.quiet_period_s,
+                policy=self.xid_policy,
+                recoverable=recovery_classes(config.flags.plugin.health_recovery_xids),
+            )
             self.monitor = HealthMonitor(backend, served, book, self.metrics)
             node = self._node_api(machine, served, self.monitor)
             node_pods = None if node is None else node[1]
