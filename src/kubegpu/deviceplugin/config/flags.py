@@ -386,7 +386,7 @@ class Options:
     node_name: str | None = option(
         None, "--node-name", "KUBEGPU_NODE_NAME", "str",
         "kubegpu: publish this node's GPUs (annotation kubegpu.io/gpus) on the Node so named and honour the "
-        "scheduler's pick (kubegpu.io/gpu-devices on its pods); default off (set KUBEGPU_NODE_NAME from the downward API)",
+        "scheduler's pick (kubegpu.io/gpu-devices on its pods); default off (KUBEGPU_NODE_NAME from the downward API)",
         metavar="NAME",
     )  # fmt: skip
     """kubegpu: the Node to publish the GPUs on and whose pods' picks to honour; None: neither."""
