@@ -22,7 +22,11 @@ What it does, per node n, with G_n free GPU-milli and C_n free CPU milli:
 
 * F_n — FGD's fragmentation of the node for the target workload, over *all*
   task shapes of the pod list (FGD keeps only the most popular 95 %; the rare
-  multi-GPU shapes it drops are the ones that need whole nodes);
+  multi-GPU shapes it drops are the ones that need whole nodes), each shape
+  weighted by its share of the GPU request rather than of the pods (an 8-GPU
+  shape asks eight times the GPU of a 1-GPU one; by pod count a workload
+  whose GPU request is a quarter 8-GPU pods would value an empty 8-GPU node
+  at an eighth of that);
 * S_n = max(0, G_n − C_n / ρ) — GPU-milli the node cannot feed with CPU, where
   ρ is the workload's total CPU request (CPU-only pods included, because they
   too must land somewhere) per GPU-milli requested;
@@ -31,8 +35,12 @@ What it does, per node n, with G_n free GPU-milli and C_n free CPU milli:
   none of the next k pods could use on the GPU it takes, a closing placement
   as good as the share's natural partner never counted as a loss; weighted by
   ``gap_weight``;
+* minus the scarcity penalty (:mod:`kubegpu.scheduling.scarcity`): the
+  capacity the pod takes from nodes that pods of the workload which can run
+  only there (a GPU model constraint, more CPU than most nodes have) will
+  need, weighted by how much of it they will need;
 * the score of a node is ⌊100 · sigmoid(Δ / 1000)⌋ with Δ the drop of
-  F_n + S_n plus the weighted gap gain — FGD's coarse scale, whose ties go to
+  F_n + S_n plus the weighted gap gain minus the penalty — FGD's coarse scale, whose ties go to
   the node the seeded tie-break ranks first, so near-equal nodes fill one
   after another (first fit) instead of spreading;
 * a fractional pod takes the GPU with the best such score, ties to the GPU

@@ -128,7 +128,8 @@ POLICIES: dict[str, PolicyInfo] = {
     for info in (
         PolicyInfo(
             "lookahead",
-            "ours: FGD's gradient plus the GPU a node's CPU cannot feed and the GPU shares the next 50 pods cannot use",
+            "ours: FGD's gradient by GPU request, plus GPU a node's CPU cannot feed, shares the next 50 pods cannot"
+            " use and capacity taken from pods that fit only some nodes",
             _lookahead,
         ),
         PolicyInfo(
