@@ -1,6 +1,6 @@
 """Benchmark ``kubegpu exporter``: scrape latency p50/p99 and resident memory.
 
-Runs the exporter as a real process (``kubegpu.localnode.LocalNode``) on two simulated machines — a
+Runs the exporter as a real process (``kubegpu.demo.localnode.LocalNode``) on two simulated machines — a
 DGX A100 (8 whole GPUs) and a 10-GPU A100 node cut into 64 MIG devices (a profile written to a temp
 dir) — with pod attribution on
 (a PodResourcesLister in this process holds one pod per device, so the exporter's gRPC client is
@@ -29,8 +29,8 @@ import grpc
 
 from kubegpu.api import constants
 from kubegpu.api.podresources.v1 import api_pb2, api_pb2_grpc
+from kubegpu.demo.localnode import LocalNode
 from kubegpu.gpu import profiles
-from kubegpu.localnode import LocalNode
 
 MIG64_PROFILE = """\
 name: a100-mig64

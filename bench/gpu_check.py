@@ -2,7 +2,7 @@
 
 For a machine with an NVIDIA GPU (run it when one is lent; nothing in CI depends on it). It prints the
 inventory NVML gives, starts the kubelet emulator and the device plugin (no ``--machine``: NVML) as real
-processes in a temp dir (``kubegpu.localnode.LocalNode``), admits a 1-GPU pod and prints its runtime
+processes in a temp dir (``kubegpu.demo.localnode.LocalNode``), admits a 1-GPU pod and prints its runtime
 options, samples telemetry, and prints figures as plain lines: start -> registered time, Allocate p50/p99
 (direct gRPC to the plugin socket), plugin RSS. Needs no network and finishes well inside 5 minutes.
 
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kubegpu.localnode import LocalNode
+from kubegpu.demo.localnode import LocalNode
 
 REPO = Path(__file__).resolve().parents[1]
 DEADLINE_S = 60.0

@@ -26,7 +26,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kubegpu.deviceplugin import cdi, cdi_spec, config, labels, preferred, resource_map, responses
+from kubegpu.deviceplugin.cdi import generate, schema
+from kubegpu.deviceplugin.config import effective
+from kubegpu.deviceplugin.gfd import labels
+from kubegpu.deviceplugin.rm import preferred, resource_map, responses
 from kubegpu.gpu import profiles
 
 MIXED = "sharing: {timeSlicing: {resources: [{name: mig-1g.10gb, replicas: 4}, {name: mig-3g.40gb, replicas: 2}]}}"
@@ -45,12 +48,12 @@ def timed(fn: Callable[[], object], calls: int) -> tuple[float, float]:
     return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.99))]
 
 
-def load(argv: list[str], text: str, directory: Path) -> config.Config:
+def load(argv: list[str], text: str, directory: Path) -> effective.Config:
     path = directory / "config.yaml"
     path.write_text(text)
     parser = argparse.ArgumentParser()
-    config.add_arguments(parser)
-    return config.load(parser.parse_args(["--config-file", str(path), *argv]), {})
+    effective.add_arguments(parser)
+    return effective.load(parser.parse_args(["--config-file", str(path), *argv]), {})
 
 
 def main() -> None:
@@ -104,8 +107,10 @@ def main() -> None:
         rows.append(("Allocate response, 8 GPUs, every strategy + specs + IMEX", *timed(edits(ids8, every), calls)))
 
         def spec() -> object:
-            built = cdi.gpu_spec(a100_mig, cdi.CdiOptions(mig_strategy="mixed", dev_root="/run/nvidia/driver"))
-            return cdi_spec.parse(built.to_dict())
+            built = generate.gpu_spec(
+                a100_mig, generate.CdiOptions(mig_strategy="mixed", dev_root="/run/nvidia/driver")
+            )
+            return schema.parse(built.to_dict())
 
         rows.append(("CDI spec build + strict validation, a100-mig (25 devices)", *timed(spec, calls // 10)))
         rows.append(

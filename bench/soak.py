@@ -26,9 +26,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from kubegpu.demo.localnode import LocalNode, pod_manifest
 from kubegpu.gpu import faults, profiles
 from kubegpu.kubelet import client, errors
-from kubegpu.localnode import LocalNode, pod_manifest
 
 RESOURCE = "nvidia.com/gpu"
 

@@ -2,6 +2,7 @@
 
 Unix socket paths are limited to 107 bytes, and pytest's tmp_path can be long,
 so tests that bind sockets use ``sock_dir`` (a short directory under /tmp).
+The ``kube`` fixture (an API server per test: tests/kubeapi/fixture.py) is registered here too.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ["tests.kubeapi.fixture"]
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

@@ -67,3 +67,13 @@ def test_the_console_script_runs() -> None:
         [sys.executable, "-m", "kubegpu", "machines", "list"], capture_output=True, text=True, check=True
     ).stdout
     assert "dgx-a100" in out and "a100-mig" in out
+
+
+@pytest.mark.parametrize("name", list(cli.COMMANDS))
+def test_every_command_is_a_command_module_with_an_entry_point(name: str) -> None:
+    import importlib
+
+    target = cli.COMMANDS[name][0]
+    module_name, _, function = target.partition(":")
+    assert module_name.endswith(".command"), f"kubegpu {name}: {module_name} is not named command.py"
+    assert callable(getattr(importlib.import_module(module_name), function or "main"))

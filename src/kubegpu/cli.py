@@ -6,7 +6,11 @@ command lives in the package that owns it and is imported only when run, so
 ``kubegpu plugin`` never pays for the simulator's numpy or the exporter's HTTP
 stack. Must not contain command logic.
 
-Command modules expose ``main(argv: list[str]) -> int``.
+Commands are named one way: the command line of ``kubegpu X`` is a module named
+``command.py`` in the package that owns X (``deviceplugin/plugin/command.py`` is
+``kubegpu plugin``, ``kubelet/command.py`` is ``kubegpu kubelet``). Its entry point
+is ``main(argv: list[str]) -> int``, or the function named after a colon in the
+table when one package owns two commands (``kubegpu.gpu.command:fault_main``).
 """
 
 from __future__ import annotations
@@ -21,17 +25,19 @@ from collections.abc import Sequence
 
 #: command -> (module, one-line summary). Modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("kubegpu.demo", "a simulated GPU node end to end: emulator + plugin + exporter, in 30 s"),
-    "plugin": ("kubegpu.deviceplugin.command", "the NVIDIA-compatible device plugin (DaemonSet on GPU nodes)"),
+    "demo": ("kubegpu.demo.command", "a simulated GPU node end to end: emulator + plugin + exporter, in 30 s"),
+    "plugin": ("kubegpu.deviceplugin.plugin.command", "the NVIDIA-compatible device plugin (DaemonSet on GPU nodes)"),
     "kubelet": ("kubegpu.kubelet.command", "the kubelet device-manager emulator and its client commands"),
-    "fault": ("kubegpu.gpu.command", "inject XID / ECC / lost / recover faults into a simulated machine"),
-    "machines": ("kubegpu.gpu.machines_command", "list, show and export the simulated machine profiles"),
+    "fault": ("kubegpu.gpu.command:fault_main", "inject XID / ECC / lost / recover faults into a simulated machine"),
+    "machines": ("kubegpu.gpu.command:machines_main", "list, show and export the simulated machine profiles"),
     "topology": ("kubegpu.placement.command", "show a machine's GPU topology; pick GPUs with a policy"),
-    "cdi": ("kubegpu.deviceplugin.cdi_command", "generate CDI specs for a machine"),
-    "labels": ("kubegpu.deviceplugin.labels_command", "GPU feature discovery node labels"),
-    "mps-daemon": ("kubegpu.deviceplugin.mps_command", "manage MPS control daemons for shared resources"),
+    "cdi": ("kubegpu.deviceplugin.cdi.command", "generate CDI specs for a machine"),
+    "labels": ("kubegpu.deviceplugin.gfd.command", "GPU feature discovery node labels"),
+    "mps-daemon": ("kubegpu.deviceplugin.mps.command", "manage MPS control daemons for shared resources"),
     "exporter": ("kubegpu.monitoring.command", "dcgm-exporter-compatible Prometheus metrics with pod labels"),
     "simulate": ("kubegpu.scheduling.command", "trace-driven GPU scheduling simulator (FGD reproduction)"),
+    "config-manager": ("kubegpu.configmanager.command", "choose the plugin config from a node label, SIGHUP on change"),
+    "doctor": ("kubegpu.doctor.command", "the troubleshooting list as checks: node, then cluster; each with its fix"),
 }
 
 _GLOBAL_OPTIONS = ("--log-format", "--log-level")
@@ -160,9 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command not in COMMANDS:
         return _usage_error(f"unknown command {command!r} (choose from {', '.join(COMMANDS)})")
     setup_logging(fmt, level)
-    module = importlib.import_module(COMMANDS[command][0])
+    module_name, _, function = COMMANDS[command][0].partition(":")
+    entry = getattr(importlib.import_module(module_name), function or "main")
     try:
-        return int(module.main(args[1:]))
+        return int(entry(args[1:]))
     except KeyboardInterrupt:
         return 130
 

@@ -1,7 +1,7 @@
 """Random admit / delete / fault / recover / kubelet restart / plugin restart on real processes.
 
 The kubelet emulator and the device plugin run as separate processes on a
-simulated DGX A100 (``kubegpu.localnode``). After every step: no device is held
+simulated DGX A100 (``kubegpu.demo.localnode``). After every step: no device is held
 by two live containers, every pod admitted and not deleted still holds exactly
 the devices it was given (nothing lost across restarts), and a pod is only
 ever given devices that were healthy when it was admitted.
@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from kubegpu.demo.localnode import LocalNode, pod_manifest
 from kubegpu.gpu import faults, profiles
 from kubegpu.kubelet import client, errors
-from kubegpu.localnode import LocalNode, pod_manifest
 
 RESOURCE = "nvidia.com/gpu"
 MACHINE = profiles.load("dgx-a100")

@@ -2,7 +2,7 @@
 libnvidia-ml.so.1, against ``kubegpu kubelet``, compared with the same profile on the simulated backend.
 
 Driven only through what a user has: the two commands as separate processes
-(:class:`kubegpu.localnode.LocalNode`), ``kubegpu kubelet status``, and the fake library's control directory
+(:class:`kubegpu.demo.localnode.LocalNode`), ``kubegpu kubelet status``, and the fake library's control directory
 standing in for the GPUs.
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from kubegpu.demo.localnode import LocalNode
 from kubegpu.gpu import profiles
 from kubegpu.gpu.nvml import decode
-from kubegpu.localnode import LocalNode
 from tests.fake_nvml import harness
 
 pytest_plugins = ["tests.fake_nvml.fixtures"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from kubegpu.localnode import free_port
+from kubegpu.demo.localnode import free_port
 from tests.conftest import REPO
-from tests.monitoring.exporter_process import ExporterProcess, fault, get, wait_for
+from tests.monitoring.exporter_process import ExporterProcess, fault, get
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -111,7 +111,7 @@ def exporter(journal: Path) -> Iterator[ExporterProcess]:
 def prometheus(prometheus_binary: str, tmp_path: Path, exporter: ExporterProcess) -> Iterator[Prometheus]:
     server = Prometheus(prometheus_binary, tmp_path, f"127.0.0.1:{exporter.port}")
     try:
-        wait_for(server.ready, timeout_s=30, what="prometheus ready")
+        wait_until(server.ready, within=30, what="prometheus ready")
         yield server
     finally:
         server.stop()
@@ -129,17 +129,19 @@ def test_an_injected_xid_goes_pending_then_firing_in_prometheus(
         result = api(prometheus.url, "/api/v1/query", query='count(DCGM_FI_DEV_XID_ERRORS{job="kubegpu-exporter"})')
         return bool(result["result"]) and result["result"][0]["value"][1] == "8"
 
-    wait_for(scraped, timeout_s=20, what="all 8 GPUs' XID series in prometheus")
+    wait_until(scraped, within=20, what="all 8 GPUs' XID series in prometheus")
     assert xid_alerts(prometheus) == []
 
     fault(journal, "xid", "--machine", "dgx-a100", "--gpu", "2", "--xid", "79")
     seen: list[str] = []
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and "firing" not in seen:
+
+    def fired() -> bool:
         for alert in xid_alerts(prometheus):
             if not seen or seen[-1] != alert["state"]:
                 seen.append(alert["state"])
-        time.sleep(0.1)
+        return "firing" in seen
+
+    wait_until(fired, within=30, what="the XID alert pending, then firing", interval=0.1)
     assert seen == ["pending", "firing"]
 
     (alert,) = xid_alerts(prometheus)

@@ -1,5 +1,7 @@
-/* The NVML entry points of the fake libnvidia-ml.so.1: exactly what kubegpu's NVML backend calls
- * through nvidia-ml-py, with NVML's return codes and struct layouts (nvml_abi.h).
+/* The NVML entry points of the fake libnvidia-ml.so.1: what kubegpu's NVML backend calls through
+ * nvidia-ml-py and what NVIDIA's device plugin calls through go-nvml (handles by UUID for its
+ * health checker), with NVML's return codes and struct layouts (nvml_abi.h). MIG profile queries
+ * live in mig.c.
  *
  * Every call takes fake_lock, folds new control-journal lines into the state, then answers
  * from the machine in fake.h. Conventions that mirror real NVML and that the backend relies on:
@@ -10,6 +12,7 @@
  * still lists it, and answers NVML_ERROR_GPU_IS_LOST to every live reading and to event
  * registration.
  */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,6 +174,69 @@ API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t 
     BEGIN();
     NEED(device && index < (unsigned)fake_m->n_gpus);
     *device = (nvmlDevice_t)&fake_m->gpus[index];
+    END(NVML_SUCCESS);
+}
+
+/* A device (GPU or MIG device) by UUID; NOT_FOUND when no device has it. */
+static nvmlDevice_t device_by_uuid(const char *uuid) {
+    for (int i = 0; i < fake_m->n_gpus; i++) {
+        fake_gpu *g = &fake_m->gpus[i];
+        if (strcmp(g->uuid, uuid) == 0) return (nvmlDevice_t)g;
+        for (int j = 0; j < g->n_mig; j++)
+            if (strcmp(g->mig[j].uuid, uuid) == 0) return (nvmlDevice_t)&g->mig[j];
+    }
+    return NULL;
+}
+
+API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+    BEGIN();
+    NEED(uuid && device);
+    nvmlDevice_t found = device_by_uuid(uuid);
+    if (!found) END(NVML_ERROR_NOT_FOUND);
+    *device = found;
+    END(NVML_SUCCESS);
+}
+
+/* The 16 bytes of a "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" UUID; 0 when it is not one. */
+static int uuid_bytes(const char *uuid, unsigned char out[NVML_DEVICE_UUID_BINARY_LEN]) {
+    const char *p = strchr(uuid, '-');
+    int n = 0;
+    if (!p) return 0;
+    for (p++; *p && n < 2 * NVML_DEVICE_UUID_BINARY_LEN; p++) {
+        if (*p == '-') continue;
+        int v = isdigit((unsigned char)*p) ? *p - '0' : (tolower((unsigned char)*p) - 'a' + 10);
+        if (v < 0 || v > 15) return 0;
+        if (n % 2 == 0) out[n / 2] = (unsigned char)(v << 4);
+        else out[n / 2] |= (unsigned char)v;
+        n++;
+    }
+    return n == 2 * NVML_DEVICE_UUID_BINARY_LEN && *p == '\0';
+}
+
+API nvmlReturn_t nvmlDeviceGetHandleByUUIDV(const nvmlUUID_t *uuid, nvmlDevice_t *device) {
+    BEGIN();
+    NEED(uuid && device);
+    if (uuid->version != NVML_UUID_V1_VERSION) END(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    nvmlDevice_t found = NULL;
+    if (uuid->type == NVML_UUID_TYPE_ASCII) {
+        char text[NVML_DEVICE_UUID_ASCII_LEN + 1];
+        memcpy(text, uuid->value.str, NVML_DEVICE_UUID_ASCII_LEN);
+        text[NVML_DEVICE_UUID_ASCII_LEN] = '\0';
+        found = device_by_uuid(text);
+    } else if (uuid->type == NVML_UUID_TYPE_BINARY) {
+        unsigned char want[NVML_DEVICE_UUID_BINARY_LEN];
+        for (int i = 0; i < fake_m->n_gpus && !found; i++) {
+            fake_gpu *g = &fake_m->gpus[i];
+            if (uuid_bytes(g->uuid, want) && memcmp(want, uuid->value.bytes, sizeof want) == 0) found = (nvmlDevice_t)g;
+            for (int j = 0; j < g->n_mig && !found; j++)
+                if (uuid_bytes(g->mig[j].uuid, want) && memcmp(want, uuid->value.bytes, sizeof want) == 0)
+                    found = (nvmlDevice_t)&g->mig[j];
+        }
+    } else {
+        END(NVML_ERROR_INVALID_ARGUMENT);
+    }
+    if (!found) END(NVML_ERROR_NOT_FOUND);
+    *device = found;
     END(NVML_SUCCESS);
 }
 
@@ -451,13 +517,22 @@ API nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gi, nvmlGpuInstanceInf
     fake_instance *inst = (fake_instance *)gi;
     NEED(inst && inst->magic == MAGIC_GI && info);
     fake_mig *m = inst->mig;
-    unsigned start = 0;
-    for (int j = 0; j < m->index; j++) start += m->parent->mig[j].gi_slices;
+    /* Placements count memory slices, eight on a GPU of seven compute slices (a 3g instance spans four,
+     * a 7g all eight); instances are laid out in layout order, each at a multiple of its size. */
+    unsigned start = 0, size = 0;
+    for (int j = 0; j <= m->index; j++) {
+        const fake_mig *d = &m->parent->mig[j];
+        unsigned long long eighth = m->parent->memory_mib / 8;
+        size = eighth ? (unsigned)((d->memory_mib + eighth - 1) / eighth) : d->gi_slices;
+        if (size == 0) size = 1;
+        if (j > 0) start = (start + size - 1) / size * size;
+        if (j < m->index) start += size;
+    }
     info->device = (nvmlDevice_t)m->parent;
     info->id = m->gi_id;
     info->profileId = m->gi_profile_id;
     info->placement.start = start;
-    info->placement.size = m->gi_slices;
+    info->placement.size = size;
     END(NVML_SUCCESS);
 }
 
@@ -531,8 +606,15 @@ API nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long lon
     END(NVML_SUCCESS);
 }
 
-/* The next record for this set, or -1: fills data and returns the code the wait must answer. */
+/* The next record for this set, or 0: fills data and sets the code the wait must answer.
+ * Like a real driver after XID 79, a set holding a GPU that fell off the bus answers GPU_IS_LOST
+ * to every wait from the loss on (the events before it are still delivered, in order); only a new
+ * set without that GPU watches again. */
 static int next_event(fake_event_set *s, nvmlEventData_t *data, nvmlReturn_t *rc) {
+    if (s->lost) {
+        *rc = NVML_ERROR_GPU_IS_LOST;
+        return 1;
+    }
     while (s->cursor < fake_n_records) {
         const fake_record *r = &fake_records[s->cursor++];
         if (r->kind == REC_WAIT_ERROR) {
@@ -545,7 +627,10 @@ static int next_event(fake_event_set *s, nvmlEventData_t *data, nvmlReturn_t *rc
             case REC_XID: type = NVML_EVENT_XID_CRITICAL; break;
             case REC_SBE: type = NVML_EVENT_SINGLE_BIT_ECC; break;
             case REC_DBE: type = NVML_EVENT_DOUBLE_BIT_ECC; break;
-            case REC_LOST: *rc = NVML_ERROR_GPU_IS_LOST; return 1;
+            case REC_LOST:
+                s->lost |= 1ULL << r->gpu;
+                *rc = NVML_ERROR_GPU_IS_LOST;
+                return 1;
             default: continue;
         }
         if (!(s->mask[r->gpu] & type)) continue;

@@ -2,7 +2,8 @@
  *
  * Owns the in-memory machine (GPUs, MIG devices, links, PCIe levels), the
  * control-journal records (injected events and errors) and the one lock that
- * guards them. api.c answers NVML calls from this model; state.c fills it.
+ * guards them. api.c answers NVML calls from this model, mig.c the MIG profile
+ * queries from its per-product tables; state.c fills it.
  * Nothing here may call back into Python or print except to stderr on load errors.
  */
 #ifndef KUBEGPU_FAKE_NVML_FAKE_H
@@ -26,6 +27,16 @@
 typedef struct fake_mig fake_mig;
 typedef struct fake_gpu fake_gpu;
 
+/* One GPU-instance profile a product offers (mig.c holds the tables). */
+typedef struct {
+    unsigned profile; /* NVML_GPU_INSTANCE_PROFILE_* */
+    unsigned id;      /* the profile id the board reports: nvmlGpuInstanceInfo_t.profileId, `mig -lgip` */
+    char name[32];    /* go-nvlib's spelling without the "MIG " prefix, e.g. 1g.10gb+me */
+    unsigned slices, instances, multiprocessors;
+    unsigned copy_engines, decoders, encoders, jpeg_engines, ofa_engines;
+    unsigned long long memory_mib;
+} fake_gi_profile;
+
 /* The handle NVML hands out for a GPU instance or compute instance of a MIG device. */
 typedef struct {
     unsigned magic;
@@ -38,7 +49,10 @@ struct fake_mig {
     int index;
     char uuid[96];
     char profile[48];
-    unsigned gi_id, ci_id, gi_profile_id, ci_profile_id;
+    unsigned gi_id, ci_id;
+    unsigned gi_profile;    /* NVML_GPU_INSTANCE_PROFILE_* enum */
+    unsigned gi_profile_id; /* the id the board reports for it */
+    unsigned ci_profile_id; /* NVML_COMPUTE_INSTANCE_PROFILE_* (compute-instance ids equal their enums) */
     unsigned long long memory_mib;
     unsigned multiprocessors, gi_slices, ci_slices;
     unsigned copy_engines, decoders, encoders, jpeg_engines, ofa_engines;
@@ -62,6 +76,10 @@ struct fake_gpu {
     fake_mig mig[FAKE_MAX_MIG];
     int n_links, link_capacity;
     fake_link links[FAKE_MAX_LINKS];
+    /* the MIG profiles the product offers: a table of mig.c, or read off the layout (derived) */
+    const fake_gi_profile *gi_profiles;
+    int n_gi_profiles, ci_rev1, n_derived;
+    fake_gi_profile derived[FAKE_MAX_MIG];
     /* state folded from the control journal */
     int lost;
     unsigned long long ecc_sbe, ecc_dbe;
@@ -90,7 +108,8 @@ typedef struct {
 typedef struct {
     unsigned magic;
     unsigned long long mask[FAKE_MAX_GPUS];
-    size_t cursor; /* next journal record this set has not looked at */
+    size_t cursor;           /* next journal record this set has not looked at */
+    unsigned long long lost; /* bit i: registered GPU i was lost; every wait now answers GPU_IS_LOST */
 } fake_event_set;
 
 extern pthread_mutex_t fake_lock;
@@ -107,5 +126,9 @@ nvmlReturn_t fake_load(void);
 void fake_sync_control(void);
 /* Seconds since the epoch, as a double (telemetry curves use the wall clock so processes agree). */
 double fake_now(void);
+/* Tie GPU g's MIG devices to the profiles its product offers (mig.c); fallback_profile names the
+ * profile enum of a device of a product without a table. Returns 0 with a message in err when a
+ * device matches no profile or disagrees with it (memory, slices, SMs, engines). */
+int fake_mig_resolve(fake_gpu *g, int (*fallback_profile)(const fake_mig *m), char *err, size_t errlen);
 
 #endif

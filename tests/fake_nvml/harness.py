@@ -2,7 +2,10 @@
 
 Owns the test-side half of the fake's interface: building the library once per
 source version (cached under the temp dir, keyed by a hash of the sources), a
-staged node — driver root holding the library, the machine's canonical JSON
+staged node — driver root holding the library as a driver installs it
+(``libnvidia-ml.so.1`` and ``libnvidia-ml.so.<driver version>``, plus
+``libcuda.so.<driver version>`` and its ``libcuda.so.1`` link, which CDI spec
+generation looks for), the machine's canonical JSON
 (``kubegpu.gpu.profiles.export_json``, the simulated backend's own truth),
 a sysfs tree with NUMA nodes, PCI classes and the DMI product name, and the
 control directory — and writing control-journal lines. Must not fake anything
@@ -25,12 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from kubegpu.gpu import profiles
 from kubegpu.gpu.model import Machine
 from kubegpu.gpu.nvml import NvmlBackend, decode
 
 FAKE_DIR = Path(__file__).resolve().parent
-SOURCES = ("api.c", "state.c", "json.c", "json.h", "fake.h", "nvml_abi.h", "build.sh")
+SOURCES = ("api.c", "mig.c", "state.c", "json.c", "cuda_stub.c", "json.h", "fake.h", "nvml_abi.h", "build.sh")
 
 # NVML return codes the tests inject.
 NOT_SUPPORTED = decode.ERROR_NOT_SUPPORTED
@@ -38,6 +43,10 @@ NO_PERMISSION = decode.ERROR_NO_PERMISSION
 DRIVER_NOT_LOADED = decode.ERROR_DRIVER_NOT_LOADED
 LIB_RM_VERSION_MISMATCH = decode.ERROR_LIB_RM_VERSION_MISMATCH
 UNKNOWN = decode.ERROR_UNKNOWN
+
+
+#: The libcuda stub build.sh writes next to the library (exports nothing; staged as libcuda.so.<driver version>).
+CUDA_STUB = "libcuda.so.1"
 
 
 class NoCompiler(RuntimeError):
@@ -58,7 +67,7 @@ def library() -> Path:
         digest.update((FAKE_DIR / name).read_bytes())
     out = Path(tempfile.gettempdir()) / f"kubegpu-fake-nvml-{digest.hexdigest()[:16]}"
     lib = out / decode.LIBRARY_NAME
-    if not lib.exists():
+    if not lib.exists() or not (out / CUDA_STUB).exists():
         subprocess.run(["sh", str(FAKE_DIR / "build.sh"), str(out)], check=True, capture_output=True, text=True)
     return lib
 
@@ -136,10 +145,19 @@ def stage(root: Path, machine: Machine | str, lib: Path | None = None) -> FakeNo
     node.profile_json.write_text(profiles.export_json(machine))
     node.control.mkdir(exist_ok=True)
     node.library_dir.mkdir(parents=True, exist_ok=True)
-    link = node.library_dir / decode.LIBRARY_NAME
-    link.unlink(missing_ok=True)
-    # A symlink, not a copy: one process loads one NVML library, and every node then resolves to the same file.
-    link.symlink_to(lib if lib is not None else library())
+    nvml = lib if lib is not None else library()
+    version = machine.driver_version
+    # Symlinks, not copies: one process loads one NVML library, and every node then resolves to the same file.
+    links = {
+        decode.LIBRARY_NAME: nvml,
+        f"libnvidia-ml.so.{version}": nvml,
+        f"libcuda.so.{version}": nvml.parent / CUDA_STUB,
+        "libcuda.so.1": Path(f"libcuda.so.{version}"),  # the soname link, relative as ldconfig makes it
+    }
+    for name, target in links.items():
+        link = node.library_dir / name
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
     for gpu in machine.gpus:
         device = node.sysfs_root / "bus" / "pci" / "devices" / decode.sysfs_pci_name(gpu.pci_bus_id)
         device.mkdir(parents=True, exist_ok=True)
@@ -153,3 +171,47 @@ def stage(root: Path, machine: Machine | str, lib: Path | None = None) -> FakeNo
 
 #: The ``nvml_machine`` fixture: stage a machine (profile name or Machine) and open a backend on it.
 OpenMachine = Callable[..., tuple[FakeNode, NvmlBackend]]
+
+
+#: MIG-capable products the fake has profile tables for: (memory MiB, compute capability) of the whole GPU.
+MIG_PRODUCTS = {
+    "NVIDIA A100-SXM4-80GB": (81920, "8.0"),
+    "NVIDIA A100-SXM4-40GB": (40960, "8.0"),
+    "NVIDIA H100 80GB HBM3": (81559, "9.0"),
+    "NVIDIA H200": (143771, "9.0"),
+}
+
+
+def mig_machine(root: Path, product: str, layouts: list[list[str]]) -> Machine:
+    """A machine of one GPU of ``product`` per MIG layout (empty: MIG off), written as a profile under ``root``."""
+    memory, cc = MIG_PRODUCTS[product]
+    name = "mig-" + "".join(c for c in product.lower() if c.isalnum())
+    gpus = [
+        {"pci_bus_id": f"00000000:{0x10 + i:02X}:00.0", "numa": 0, "pcie": ["cpu0", f"hb{i}"], "mig": layout}
+        for i, layout in enumerate(layouts)
+    ]
+    for gpu in gpus:
+        if not gpu["mig"]:
+            del gpu["mig"]
+    doc = {
+        "name": name,
+        "description": f"{product} with MIG",
+        "machine_type": "test",
+        "driver_version": "550.107.02",
+        "cuda_driver_version": "12.4",
+        "gpu": {
+            "product_name": product,
+            "memory_mib": memory,
+            "compute_capability": cc,
+            "mig_capable": True,
+            "power_limit_w": 400,
+            "max_sm_clock_mhz": 1410,
+            "max_mem_clock_mhz": 1593,
+            "multiprocessors": 108,
+        },
+        "gpus": gpus,
+    }
+    path = root / "profiles" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc))
+    return profiles.load(str(path))

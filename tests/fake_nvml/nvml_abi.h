@@ -107,6 +107,8 @@ typedef struct nvmlComputeInstance_st *nvmlComputeInstance_t;
 #define NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME 0xE
 #define NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME 0xF
 #define NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME 0x10
+#define NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX 0x11
+#define NVML_GPU_INSTANCE_PROFILE_COUNT 0x12
 #define NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE 0x0
 #define NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE 0x1
 #define NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE 0x2
@@ -114,12 +116,27 @@ typedef struct nvmlComputeInstance_st *nvmlComputeInstance_t;
 #define NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE 0x4
 #define NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE 0x5
 #define NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE 0x6
+#define NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1 0x7
+#define NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE_NVL 0x8
+#define NVML_COMPUTE_INSTANCE_PROFILE_COUNT 0x9
+#define NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED 0x0
 
 #define NVML_DEVICE_MIG_DISABLE 0
 #define NVML_DEVICE_MIG_ENABLE 1
 
-/* nvmlMemory_v2 = (2 << 24) | sizeof(nvmlMemory_v2_t) */
+/* Versioned structs carry (version << 24) | sizeof(struct) in their first word (NVML_STRUCT_VERSION). */
 #define NVML_MEMORY_V2_VERSION 0x02000028u
+#define NVML_GPU_INSTANCE_PROFILE_INFO_V2_VERSION 0x02000098u
+#define NVML_GPU_INSTANCE_PROFILE_INFO_V3_VERSION 0x03000098u
+#define NVML_COMPUTE_INSTANCE_PROFILE_INFO_V2_VERSION 0x02000088u
+#define NVML_COMPUTE_INSTANCE_PROFILE_INFO_V3_VERSION 0x0300008Cu
+#define NVML_UUID_V1_VERSION 0x01000034u
+
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_UUID_ASCII_LEN 41
+#define NVML_DEVICE_UUID_BINARY_LEN 16
+#define NVML_UUID_TYPE_ASCII 1
+#define NVML_UUID_TYPE_BINARY 2
 
 typedef struct {
     char busIdLegacy[16];
@@ -168,6 +185,103 @@ typedef struct {
     unsigned int profileId;
     nvmlPlacement_t placement;
 } nvmlGpuInstanceInfo_t;
+
+typedef struct {
+    unsigned int id;
+    unsigned int isP2pSupported;
+    unsigned int sliceCount;
+    unsigned int instanceCount;
+    unsigned int multiprocessorCount;
+    unsigned int copyEngineCount;
+    unsigned int decoderCount;
+    unsigned int encoderCount;
+    unsigned int jpegCount;
+    unsigned int ofaCount;
+    unsigned long long memorySizeMB;
+} nvmlGpuInstanceProfileInfo_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned int id;
+    unsigned int isP2pSupported;
+    unsigned int sliceCount;
+    unsigned int instanceCount;
+    unsigned int multiprocessorCount;
+    unsigned int copyEngineCount;
+    unsigned int decoderCount;
+    unsigned int encoderCount;
+    unsigned int jpegCount;
+    unsigned int ofaCount;
+    unsigned long long memorySizeMB;
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+} nvmlGpuInstanceProfileInfo_v2_t;
+
+/* v3 (driver 545+) is not a superset of v2: isP2pSupported is gone, capabilities is appended. */
+typedef struct {
+    unsigned int version;
+    unsigned int id;
+    unsigned int sliceCount;
+    unsigned int instanceCount;
+    unsigned int multiprocessorCount;
+    unsigned int copyEngineCount;
+    unsigned int decoderCount;
+    unsigned int encoderCount;
+    unsigned int jpegCount;
+    unsigned int ofaCount;
+    unsigned long long memorySizeMB;
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+    unsigned int capabilities;
+} nvmlGpuInstanceProfileInfo_v3_t;
+
+typedef struct {
+    unsigned int id;
+    unsigned int sliceCount;
+    unsigned int instanceCount;
+    unsigned int multiprocessorCount;
+    unsigned int sharedCopyEngineCount;
+    unsigned int sharedDecoderCount;
+    unsigned int sharedEncoderCount;
+    unsigned int sharedJpegCount;
+    unsigned int sharedOfaCount;
+} nvmlComputeInstanceProfileInfo_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned int id;
+    unsigned int sliceCount;
+    unsigned int instanceCount;
+    unsigned int multiprocessorCount;
+    unsigned int sharedCopyEngineCount;
+    unsigned int sharedDecoderCount;
+    unsigned int sharedEncoderCount;
+    unsigned int sharedJpegCount;
+    unsigned int sharedOfaCount;
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+} nvmlComputeInstanceProfileInfo_v2_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned int id;
+    unsigned int sliceCount;
+    unsigned int instanceCount;
+    unsigned int multiprocessorCount;
+    unsigned int sharedCopyEngineCount;
+    unsigned int sharedDecoderCount;
+    unsigned int sharedEncoderCount;
+    unsigned int sharedJpegCount;
+    unsigned int sharedOfaCount;
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+    unsigned int capabilities;
+} nvmlComputeInstanceProfileInfo_v3_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned int type; /* NVML_UUID_TYPE_* */
+    union {
+        char str[NVML_DEVICE_UUID_ASCII_LEN];
+        unsigned char bytes[NVML_DEVICE_UUID_BINARY_LEN];
+    } value;
+} nvmlUUID_t;
 
 typedef struct {
     nvmlDevice_t device;

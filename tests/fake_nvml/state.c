@@ -137,7 +137,7 @@ static int pcie_level(const char *s) {
     return -1;
 }
 
-/* NVML's GPU-instance profile id for a profile spelled the go-nvlib way, e.g. 1g.10gb+me. */
+/* NVML's GPU-instance profile enum for a profile spelled the go-nvlib way, e.g. 1g.10gb+me. */
 static int gi_profile_id(const char *profile, unsigned gi_slices, unsigned long long mig_mib,
                          unsigned long long gpu_mib) {
     const char *attr = strpbrk(profile, "+-");
@@ -169,17 +169,11 @@ static int gi_profile_id(const char *profile, unsigned gi_slices, unsigned long 
     return -1;
 }
 
-static int ci_profile_id(unsigned ci_slices) {
-    switch (ci_slices) {
-        case 1: return NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE;
-        case 2: return NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE;
-        case 3: return NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE;
-        case 4: return NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE;
-        case 6: return NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE;
-        case 7: return NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE;
-        case 8: return NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE;
-    }
-    return -1;
+/* The profile enum of a MIG device of a product mig.c has no table for. */
+static int layout_profile(const fake_mig *m) {
+    const char *gi = strchr(m->profile, '.');
+    gi = gi && gi > m->profile && gi[-1] == 'c' ? gi + 1 : m->profile; /* 1c.2g.20gb -> 2g.20gb */
+    return gi_profile_id(gi, m->gi_slices, m->memory_mib, m->parent->memory_mib);
 }
 
 static void load_mig(loader *l, fake_gpu *g, const jval *list) {
@@ -207,16 +201,13 @@ static void load_mig(loader *l, fake_gpu *g, const jval *list) {
         m->encoders = (unsigned)num(l, d, "encoders");
         m->jpeg_engines = (unsigned)num(l, d, "jpeg_engines");
         m->ofa_engines = (unsigned)num(l, d, "ofa_engines");
-        int gi = gi_profile_id(m->profile, m->gi_slices, m->memory_mib, g->memory_mib);
-        int ci = ci_profile_id(m->ci_slices);
-        if (l->ok && (gi < 0 || ci < 0)) {
-            complain("%s: no NVML profile id for MIG profile '%s'", l->source, m->profile);
-            l->ok = 0;
-        }
-        m->gi_profile_id = (unsigned)gi;
-        m->ci_profile_id = (unsigned)ci;
         m->gi = (fake_instance){MAGIC_GI, m};
         m->ci = (fake_instance){MAGIC_CI, m};
+    }
+    char err[512];
+    if (l->ok && !fake_mig_resolve(g, layout_profile, err, sizeof err)) {
+        complain("%s: %s", l->source, err);
+        l->ok = 0;
     }
 }
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from tests.fake_nvml import harness
+from tests.fake_nvml import harness, layouts
 
 #: (C struct, pynvml ctypes struct, fields to check)
 STRUCTS = [
@@ -24,6 +24,29 @@ STRUCTS = [
     ("nvmlUtilization_t", pynvml.c_nvmlUtilization_t, ["gpu", "memory"]),
     ("nvmlViolationTime_t", pynvml.c_nvmlViolationTime_t, ["referenceTime", "violationTime"]),
     ("nvmlFieldValue_t", pynvml.c_nvmlFieldValue_t, ["scopeId", "timestamp", "valueType", "nvmlReturn", "value"]),
+    ("nvmlGpuInstanceProfileInfo_t", pynvml.c_nvmlGpuInstanceProfileInfo_t, ["id", "ofaCount", "memorySizeMB"]),
+    ("nvmlGpuInstanceProfileInfo_v2_t", pynvml.c_nvmlGpuInstanceProfileInfo_v2_t, ["id", "memorySizeMB", "name"]),
+    (
+        "nvmlGpuInstanceProfileInfo_v3_t",
+        layouts.GpuInstanceProfileInfoV3,
+        ["id", "memorySizeMB", "name", "capabilities"],
+    ),
+    ("nvmlComputeInstanceProfileInfo_t", pynvml.c_nvmlComputeInstanceProfileInfo_t, ["id", "sharedOfaCount"]),
+    ("nvmlComputeInstanceProfileInfo_v2_t", pynvml.c_nvmlComputeInstanceProfileInfo_v2_t, ["id", "name"]),
+    ("nvmlComputeInstanceProfileInfo_v3_t", layouts.ComputeInstanceProfileInfoV3, ["id", "name", "capabilities"]),
+    ("nvmlUUID_t", pynvml.c_nvmlUUID_t, ["version", "type", "value"]),
+]
+
+#: (C macro, the version stamp nvidia-ml-py or nvml.h gives it)
+VERSIONS = [
+    ("NVML_MEMORY_V2_VERSION", pynvml.nvmlMemory_v2),
+    ("NVML_GPU_INSTANCE_PROFILE_INFO_V2_VERSION", pynvml.nvmlGpuInstanceProfileInfo_v2),
+    ("NVML_GPU_INSTANCE_PROFILE_INFO_V3_VERSION", layouts.GI_V3),
+    ("NVML_COMPUTE_INSTANCE_PROFILE_INFO_V2_VERSION", pynvml.nvmlComputeInstanceProfileInfo_v2),
+    ("NVML_COMPUTE_INSTANCE_PROFILE_INFO_V3_VERSION", layouts.CI_V3),
+    ("NVML_UUID_V1_VERSION", pynvml.nvmlUUID_v1),
+    ("NVML_GPU_INSTANCE_PROFILE_COUNT", pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT),
+    ("NVML_COMPUTE_INSTANCE_PROFILE_COUNT", pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT),
 ]
 
 
@@ -35,6 +58,7 @@ def test_struct_sizes_and_offsets_match_nvidia_ml_py(tmp_path: Path) -> None:
     for c_name, _, names in STRUCTS:
         lines.append(f'printf("{c_name} size %zu\\n", sizeof({c_name}));')
         lines += [f'printf("{c_name} {n} %zu\\n", offsetof({c_name}, {n}));' for n in names]
+    lines += [f'printf("{macro} %zu\\n", (size_t){macro});' for macro, _ in VERSIONS]
     lines += ["return 0;", "}"]
     source = tmp_path / "abi.c"
     source.write_text("\n".join(lines) + "\n")
@@ -48,6 +72,7 @@ def test_struct_sizes_and_offsets_match_nvidia_ml_py(tmp_path: Path) -> None:
     for c_name, py_struct, names in STRUCTS:
         expected[f"{c_name} size"] = ctypes.sizeof(py_struct)
         expected.update({f"{c_name} {n}": getattr(py_struct, n).offset for n in names})
+    expected.update({macro: value for macro, value in VERSIONS})
     assert printed == expected
     assert pynvml.nvmlMemory_v2 == (2 << 24) | ctypes.sizeof(pynvml.c_nvmlMemory_v2_t)
 
@@ -62,4 +87,19 @@ def test_build_script_builds_the_library_into_the_given_directory(tmp_path: Path
     if exported.returncode == 0:
         names = {line.split()[-1] for line in exported.stdout.splitlines()}
         assert {"nvmlInitWithFlags", "nvmlEventSetWait_v2", "nvmlDeviceGetPciInfo_v3"} <= names
+        # what NVIDIA's plugin needs beyond our backend: its health checker and MIG strategies
+        assert {
+            "nvmlDeviceGetHandleByUUID",
+            "nvmlDeviceGetHandleByUUIDV",
+            "nvmlDeviceGetGpuInstanceProfileInfo",
+            "nvmlDeviceGetGpuInstanceProfileInfoV",
+            "nvmlDeviceGetGpuInstanceProfileInfoByIdV",
+            "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+            "nvmlGpuInstanceGetComputeInstanceProfileInfoV",
+        } <= names
         assert all(n.startswith("nvml") for n in names), "only NVML entry points are exported"
+    cuda = tmp_path / "out" / "libcuda.so.1"
+    assert cuda.is_file()
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(cuda)], capture_output=True, text=True)
+    if exported.returncode == 0:
+        assert not [line for line in exported.stdout.splitlines() if line.split()[-1].startswith("cu")]

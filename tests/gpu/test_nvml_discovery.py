@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
+import pynvml
 import pytest
 
 from kubegpu.gpu import profiles
 from kubegpu.gpu.model import Machine, MigDevice
 from kubegpu.gpu.simulated import SimulatedBackend
+from tests.fake_nvml import harness
 from tests.fake_nvml.harness import OpenMachine
 
 pytest_plugins = ["tests.fake_nvml.fixtures"]
@@ -128,3 +132,39 @@ def test_the_sysfs_root_defaults_to_the_environment_then_to_slash_sys(monkeypatc
     monkeypatch.setenv("KUBEGPU_SYSFS_ROOT", "/host/sys")
     assert NvmlBackend().sysfs_root == "/host/sys"
     assert NvmlBackend(sysfs_root="/elsewhere").sysfs_root == "/elsewhere"
+
+
+@pytest.mark.parametrize("product", sorted(profiles.MIG_PROFILES))
+def test_every_mig_profile_of_a_product_is_named_through_nvml_as_the_simulated_backend_names_it(
+    product: str, tmp_path: Path, nvml_machine: OpenMachine
+) -> None:
+    # One GPU per profile, so every GPU- and compute-instance size the product offers is walked.
+    names = list(profiles.MIG_PROFILES[product])
+    machine = harness.mig_machine(tmp_path, product, [[name] for name in names])
+    _, backend = nvml_machine(machine)
+    got = backend.discover()
+    assert [d.profile for d in got.mig_devices()] == names
+    assert comparable(got) == comparable(machine)
+
+
+def test_a_driver_without_the_versioned_profile_calls_is_read_with_the_unversioned_ones(
+    nvml_machine: OpenMachine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, backend = nvml_machine("a100-mig")
+    backend.discover()  # NVML started with every entry point
+    lookup = pynvml._nvmlGetFunctionPointer
+    refused: list[str] = []
+
+    def older_driver(name: str) -> Any:
+        # What nvidia-ml-py answers when libnvidia-ml.so.1 lacks the symbol.
+        if name.endswith("ProfileInfoV"):
+            refused.append(name)
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        return lookup(name)
+
+    monkeypatch.setattr(pynvml, "_nvmlGetFunctionPointer", older_driver)
+    got = backend.discover()
+    assert [d.profile for d in got.mig_devices()] == [
+        d.profile for d in SimulatedBackend("a100-mig").discover().mig_devices()
+    ]
+    assert set(refused) == {"nvmlDeviceGetGpuInstanceProfileInfoV", "nvmlGpuInstanceGetComputeInstanceProfileInfoV"}

@@ -81,15 +81,33 @@ async def test_a_gpu_falling_off_the_bus_is_reported_lost_once_and_the_others_st
     events = backend.health_events()
     node.xid(2, 79)
     node.lost(2)
-    # The XID and the loss are written together: the watcher may meet either first.
+    # NVML delivers the XID before the set starts answering GPU_IS_LOST.
     first, second = await next_event(events), await next_event(events)
-    assert {(e.kind, e.gpu_uuid, e.xid) for e in (first, second)} == {
+    assert [(e.kind, e.gpu_uuid, e.xid) for e in (first, second)] == [
         (HealthEventKind.XID, machine.gpus[2].uuid, 79),
         (HealthEventKind.LOST, machine.gpus[2].uuid, None),
-    }
+    ]
+    # LOST is published only once the rebuilt event set watches the healthy GPUs, so this XID,
+    # raised right after LOST arrived, is never dropped (issue 17 item 8: it was, 1 run in 6).
     node.xid(6, 94)
     other = await next_event(events)
     assert (other.kind, other.gpu_uuid, other.xid) == (HealthEventKind.XID, machine.gpus[6].uuid, 94)
+    await no_event(events)
+
+
+async def test_a_set_holding_a_lost_gpu_is_replaced_so_later_losses_and_xids_are_seen(
+    nvml_machine: OpenMachine,
+) -> None:
+    node, backend = nvml_machine("dgx-a100")
+    machine = backend.discover()
+    events = backend.health_events()
+    for gpu in (1, 4):
+        node.lost(gpu)
+        lost = await next_event(events)
+        assert (lost.kind, lost.gpu_uuid) == (HealthEventKind.LOST, machine.gpus[gpu].uuid)
+        node.xid(7, 48)
+        xid = await next_event(events)
+        assert (xid.kind, xid.gpu_uuid, xid.xid) == (HealthEventKind.XID, machine.gpus[7].uuid, 48)
     await no_event(events)
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import fields
 
 from kubegpu.gpu.telemetry import GpuSample
 from tests.fake_nvml.harness import OpenMachine
+from tests.polling import wait_until
 
 pytest_plugins = ["tests.fake_nvml.fixtures"]
 
@@ -30,15 +29,6 @@ REMAPPED_ROWS = {"remapped_rows_correctable", "remapped_rows_uncorrectable", "ro
 
 def empty(sample: GpuSample) -> set[str]:
     return {f.name for f in fields(sample) if getattr(sample, f.name) is None}
-
-
-def wait_for(condition: Callable[[], bool], deadline_s: float = 10.0) -> None:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not met in time")
 
 
 def test_an_a100_fills_every_reading_nvml_offers(nvml_machine: OpenMachine) -> None:
@@ -110,7 +100,7 @@ def test_the_last_xid_seen_by_the_event_thread_is_in_the_sample(nvml_machine: Op
     assert backend.sample().gpus[2].xid_last == 0  # the first sample starts the event thread
     node.xid(2, 48)
     node.xid(2, 79)
-    wait_for(lambda: backend.sample().gpus[2].xid_last == 79)
+    wait_until(lambda: backend.sample().gpus[2].xid_last == 79)
     assert backend.sample().gpus[1].xid_last == 0
 
 
@@ -128,8 +118,9 @@ def test_a_lost_gpu_samples_as_unavailable_and_the_rest_as_usual(nvml_machine: O
 def test_energy_since_boot_only_grows(nvml_machine: OpenMachine) -> None:
     _, backend = nvml_machine("pcie-4xt4")
     first = backend.sample()
-    time.sleep(0.05)
-    second = backend.sample()
+    second = wait_until(
+        lambda: (s := backend.sample()).timestamp > first.timestamp and s, what="a later sample", interval=0.05
+    )
     assert second.timestamp > first.timestamp
     before, after = first.gpus[0].total_energy_mj, second.gpus[0].total_energy_mj
     assert before is not None and after is not None and after > before > 0

@@ -96,7 +96,7 @@ def test_a100_mig_has_whole_gpus_and_a_mix_of_profiles() -> None:
     [
         (lambda d: d.update(colour="red"), "colour: unknown key"),
         (lambda d: d["gpus"][1].update(speed=3), "gpus[1].speed: unknown key"),
-        (lambda d: d["gpus"][0].pop("pcie"), "gpus[0]: missing key 'pcie'"),
+        (lambda d: d["gpus"][0].pop("pcie"), "gpus[0].pcie: required key is missing"),
         (lambda d: d["gpus"][0].update(mig=["9g.99gb"]), "unknown MIG profile '9g.99gb'"),
         (lambda d: d.update(nvlink={"0-9": 1}), "nvlink.0-9: GPU index out of range"),
         (lambda d: d["gpu"].update(compute_capability="eight"), "compute capability must look like"),
@@ -128,7 +128,7 @@ def test_an_unknown_profile_name_lists_the_shipped_ones() -> None:
         ({"gpus": 2, "pcie": [[None, "same-cpu"]], "nvlink": [[0, 0], [0, 0]]}, "2x2 matrix"),
         ({"gpus": 2, "pcie": [[None, "same-cpu"], ["same-cpu", None]], "nvlink": [[0, -1], [-1, 0]]}, "nvlink[0][1]"),
         ({"gpus": 2, "pcie": [[None, "same-cpu"], ["cross-cpu", None]], "nvlink": [[0, 0], [0, 0]]}, "differ"),
-        ({"pcie": [], "nvlink": []}, "missing key 'gpus'"),
+        ({"pcie": [], "nvlink": []}, "gpus: required key is missing"),
     ],
     ids=["unknown-link", "short-matrix", "negative-links", "asymmetric", "no-gpus"],
 )

@@ -7,8 +7,6 @@ The emulator runs in the test's event loop with its socket dir at
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -20,18 +18,6 @@ from tests.kubelet.stubplugin import StubPlugin
 
 EmulatorFactory = Callable[..., Awaitable[Daemon]]
 StubFactory = Callable[..., Awaitable[StubPlugin]]
-
-
-async def eventually(check: Callable[[], Any], within: float = 15.0, interval: float = 0.02) -> Any:
-    """Poll ``check`` until it returns something truthy (returned) or ``within`` seconds pass (AssertionError)."""
-    deadline = time.monotonic() + within
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within} s (last value: {value!r})")
-        await asyncio.sleep(interval)
 
 
 @pytest.fixture

@@ -12,7 +12,8 @@ import pytest
 
 from kubegpu.kubelet import client, errors
 from kubegpu.kubelet.daemon import Daemon
-from tests.kubelet.conftest import StubFactory, capacity, eventually
+from tests.kubelet.conftest import StubFactory, capacity
+from tests.polling import eventually
 
 POD = {
     "apiVersion": "v1",
@@ -120,7 +121,8 @@ async def test_wait_for_returns_the_first_status_that_matches(emulator: Daemon, 
             lambda s: s["resources"].get("example.com/gpu", {}).get("allocatable") == 4, emulator.socket_dir
         )
     )
-    await asyncio.sleep(0.1)
+    done, _ = await asyncio.wait({waiter}, timeout=0.1)
+    assert not done  # no status matches before the plugin is there
     await start_stub()
     status = await waiter
     assert status["resources"]["example.com/gpu"]["capacity"] == 4

@@ -11,9 +11,10 @@ import pytest
 from kubegpu.api import constants
 from kubegpu.kubelet import errors
 from kubegpu.kubelet.daemon import Daemon, Options
-from tests.kubelet.conftest import EmulatorFactory, StubFactory, capacity, eventually
+from tests.kubelet.conftest import EmulatorFactory, StubFactory, capacity
 from tests.kubelet.stubplugin import devices
 from tests.kubelet.test_node import R, make_pod
+from tests.polling import eventually
 
 
 def litter(socket_dir: Path) -> None:

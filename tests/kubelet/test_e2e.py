@@ -1,4 +1,4 @@
-"""End to end: ``kubegpu kubelet`` and a stub plugin as separate processes (:class:`kubegpu.localnode.LocalNode`),
+"""End to end: ``kubegpu kubelet`` and a stub plugin as separate processes (:class:`kubegpu.demo.localnode.LocalNode`),
 driven through the CLI.
 
 Covers what a plugin author does: start the emulator, watch the plugin register,
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from kubegpu.demo.localnode import LocalNode
 from kubegpu.kubelet import client
-from kubegpu.localnode import LocalNode
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.e2e

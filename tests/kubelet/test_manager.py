@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from kubegpu.api import constants
 from kubegpu.kubelet.daemon import Daemon
-from tests.kubelet.conftest import EmulatorFactory, StubFactory, capacity, eventually
+from tests.kubelet.conftest import EmulatorFactory, StubFactory, capacity
 from tests.kubelet.stubplugin import StubDevice, devices
+from tests.polling import eventually
 
 
 def registered_in_checkpoint(daemon: Daemon) -> dict[str, list[str]] | None:
@@ -86,7 +86,12 @@ async def test_registering_again_within_the_grace_period_restores_the_devices(
     assert await eventually(lambda: capacity(emulator) == (4, 0))
     await start_stub(devs=devices(4), endpoint="two.sock")
     assert await eventually(lambda: capacity(emulator) == (4, 4))
-    await asyncio.sleep(1.5)
+    # Run the grace period out on the manager's clock (it takes one) instead of sleeping through it:
+    # a sweep 1.5 s "later" must keep the resource the second plugin registered.
+    manager = emulator.node.manager
+    now = manager._clock
+    manager._clock = lambda: now() + 1.5
+    assert manager.sweep() == []
     assert capacity(emulator) == (4, 4)
     assert not emulator.node.status()["resources"]["example.com/gpu"]["removed"]  # type: ignore[index]
 

@@ -13,8 +13,9 @@ from kubegpu.api.deviceplugin.v1beta1 import api_pb2
 from kubegpu.kubelet import errors, pod
 from kubegpu.kubelet.daemon import Daemon
 from kubegpu.kubelet.pod import Pod
-from tests.kubelet.conftest import EmulatorFactory, StubFactory, capacity, eventually
+from tests.kubelet.conftest import EmulatorFactory, StubFactory, capacity
 from tests.kubelet.stubplugin import StubPlugin, devices
+from tests.polling import eventually
 
 R = "example.com/gpu"
 

@@ -11,8 +11,9 @@ from kubegpu.api import constants
 from kubegpu.api.podresources.v1 import api_pb2, api_pb2_grpc
 from kubegpu.kubelet import pod
 from kubegpu.kubelet.daemon import Daemon
-from tests.kubelet.conftest import StubFactory, capacity, eventually
+from tests.kubelet.conftest import StubFactory, capacity
 from tests.kubelet.stubplugin import StubDevice
+from tests.polling import eventually
 
 R = "example.com/gpu"
 

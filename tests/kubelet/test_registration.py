@@ -9,9 +9,10 @@ import pytest
 
 from kubegpu.kubelet.daemon import Daemon
 from kubegpu.kubelet.registration import endpoint_path
-from tests.kubelet.conftest import EmulatorFactory, StubFactory, capacity, eventually
+from tests.kubelet.conftest import EmulatorFactory, StubFactory, capacity
 from tests.kubelet.stubplugin import devices
 from tests.kubelet.test_resourcename import VERIFIED_REJECTIONS
+from tests.polling import eventually
 
 
 async def test_an_unsupported_version_is_refused_with_the_kubelets_text(

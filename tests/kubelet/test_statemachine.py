@@ -21,8 +21,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from kubegpu.kubelet import errors, pod
 from kubegpu.kubelet.daemon import Daemon, Options
-from tests.kubelet.conftest import capacity, eventually
+from tests.kubelet.conftest import capacity
 from tests.kubelet.stubplugin import StubDevice, StubPlugin
+from tests.polling import eventually
 
 R = "example.com/gpu"
 N = 4

@@ -12,7 +12,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 _LISTENING = re.compile(r'msg="exporter listening" address=(\S+):(\d+)')
@@ -89,15 +89,6 @@ def scrape(base_url: str) -> str:
     if headers.get("Content-Encoding") == "gzip":
         body = gzip.decompress(body)
     return body.decode()
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 def fault(fault_file: Path, *args: str) -> None:

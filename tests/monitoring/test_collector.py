@@ -15,6 +15,7 @@ from kubegpu.monitoring.collector import Collector
 from kubegpu.monitoring.podresources import PodResourcesClient
 from tests.monitoring import exposition
 from tests.monitoring.podresources_server import ListerServer, Pod
+from tests.polling import eventually
 
 DEFAULT = counters.parse(counters.default_text())
 OPTIONS = render.LabelOptions(hostname="node-1")
@@ -116,10 +117,7 @@ async def test_run_collects_on_the_interval_until_stopped(tmp_path: Path) -> Non
     collector = Collector(backend, backend.discover(), DEFAULT, OPTIONS)
     stop = asyncio.Event()
     task = asyncio.create_task(collector.run(0.05, stop))
-    for _ in range(400):
-        if collector.page.generation >= 3:
-            break
-        await asyncio.sleep(0.02)
+    await eventually(lambda: collector.page.generation >= 3, within=8, what="three collections")
     stop.set()
     await asyncio.wait_for(task, timeout=10)
     assert collector.page.generation >= 3

@@ -13,9 +13,10 @@ import pytest
 from kubegpu.gpu import profiles
 from kubegpu.monitoring import command, counters
 from tests.monitoring import exposition
-from tests.monitoring.exporter_process import ExporterProcess, fault, get, scrape, wait_for
+from tests.monitoring.exporter_process import ExporterProcess, fault, get, scrape
 from tests.monitoring.podresources_server import ListerServer, Pod
 from tests.monitoring.test_fields import ENABLED
+from tests.polling import wait_until
 
 DGX = profiles.load("dgx-a100")
 GPU_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
@@ -74,7 +75,7 @@ def test_an_injected_xid_reaches_xid_errors_on_the_next_collection(tmp_path: Pat
 
         assert set(xids().values()) == {0.0}
         fault(journal, "xid", "--machine", "dgx-a100", "--gpu", "3", "--xid", "79")
-        wait_for(lambda: xids()["3"] == 79, what="XID 79 on GPU 3")
+        wait_until(lambda: xids()["3"] == 79, what="XID 79 on GPU 3")
         assert xids()["0"] == 0
 
 
@@ -88,7 +89,7 @@ def test_a_lost_gpu_disappears_and_is_reported_unavailable(tmp_path: Path) -> No
             page = exposition.parse(scrape(exporter.url))
             return {s.labels["gpu"]: s.value for s in page.named("kubegpu_exporter_gpu_available")}
 
-        wait_for(lambda: available()["6"] == 0, what="GPU 6 unavailable")
+        wait_until(lambda: available()["6"] == 0, what="GPU 6 unavailable")
         page = exposition.parse(scrape(exporter.url))
         assert "6" not in {s.labels["gpu"] for s in page.named("DCGM_FI_DEV_GPU_TEMP")}
 
@@ -157,7 +158,11 @@ def test_print_default_counters_prints_the_shipped_file(capsys: pytest.CaptureFi
         (["-a", ":99999"], {}, "port 99999 is out of range"),
         (["--machine", "dgx-z900"], {}, "unknown machine profile 'dgx-z900'"),
         (["-f", "/nonexistent/c.csv"], {}, "counters file /nonexistent/c.csv: cannot read"),
-        ([], {"DCGM_EXPORTER_KUBERNETES": "maybe"}, "$DCGM_EXPORTER_KUBERNETES='maybe': expected true or false"),
+        (
+            [],
+            {"DCGM_EXPORTER_KUBERNETES": "maybe"},
+            "$DCGM_EXPORTER_KUBERNETES='maybe': could not parse \"maybe\" as bool value",
+        ),
         (["--hostname-label", "HOSTNAME"], {}, "--hostname-label: invalid choice"),
     ],
     ids=[

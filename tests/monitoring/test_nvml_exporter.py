@@ -14,7 +14,8 @@ import pytest
 from kubegpu.gpu import profiles
 from tests.fake_nvml import harness
 from tests.monitoring import exposition
-from tests.monitoring.exporter_process import ExporterProcess, scrape, wait_for
+from tests.monitoring.exporter_process import ExporterProcess, scrape
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -64,10 +65,10 @@ def test_nvml_gpus_are_exported_with_dcgm_labels(exporter: ExporterProcess) -> N
 def test_an_nvml_xid_event_reaches_xid_errors(exporter: ExporterProcess, fake_node: harness.FakeNode) -> None:
     assert set(gauge(exporter.url, "DCGM_FI_DEV_XID_ERRORS").values()) == {0.0}
     fake_node.xid(4, 48)
-    wait_for(lambda: gauge(exporter.url, "DCGM_FI_DEV_XID_ERRORS").get("4") == 48, what="XID 48 on GPU 4")
+    wait_until(lambda: gauge(exporter.url, "DCGM_FI_DEV_XID_ERRORS").get("4") == 48, what="XID 48 on GPU 4")
 
 
 def test_a_gpu_lost_to_nvml_is_reported_unavailable(exporter: ExporterProcess, fake_node: harness.FakeNode) -> None:
     fake_node.lost(1)
-    wait_for(lambda: gauge(exporter.url, "kubegpu_exporter_gpu_available").get("1") == 0, what="GPU 1 unavailable")
+    wait_until(lambda: gauge(exporter.url, "kubegpu_exporter_gpu_available").get("1") == 0, what="GPU 1 unavailable")
     assert "1" not in gauge(exporter.url, "DCGM_FI_DEV_GPU_TEMP")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import grpc
@@ -11,6 +10,7 @@ import pytest
 from kubegpu.monitoring.attribution import ContainerDevices
 from kubegpu.monitoring.podresources import PodResourcesClient, PodResourcesUnavailable
 from tests.monitoring.podresources_server import ListerServer, Pod
+from tests.polling import eventually
 
 
 async def test_list_flattens_pods_containers_and_resources(sock_dir: Path) -> None:
@@ -62,12 +62,14 @@ async def test_the_client_reconnects_after_the_kubelet_restarts(sock_dir: Path) 
             await client.list()
         async with ListerServer(path) as lister:
             lister.pods = [Pod("a", "p2", {"c": [("nvidia.com/gpu", ["GPU-1"])]})]
-            for _ in range(50):  # the channel backs off between connection attempts
+
+            async def listed() -> list[ContainerDevices] | None:
                 try:
-                    rows = await client.list()
-                    break
+                    return await client.list()
                 except PodResourcesUnavailable:
-                    await asyncio.sleep(0.2)
+                    return None  # the channel backs off between connection attempts
+
+            rows = await eventually(listed, within=10, what="a List answer from the new server", interval=0.2)
             assert [r.pod for r in rows] == ["p2"]
     finally:
         await client.close()

@@ -1,8 +1,14 @@
 """Errors of the device plugin, named by cause.
 
-Owns the exception types the plugin raises. Which gRPC status code each
+Owns :class:`DevicePluginError`, the base of every error the device plugin
+raises, and the errors of its gRPC edge. Errors of one layer live beside what
+raises them and derive from the base (``config.v1.ConfigError``,
+``cdi.schema.CdiError``, ``rm.resource_map.ResourceMapError``,
+``rm.mig_caps.MigCapsError``, ``gfd.labels.LabelError``, ``mps.control.MpsError``,
+``plugin.host.HostError``, ``plugin.supervisor.StartupFailed``), so a command can
+catch the base; ``tests/test_error_hierarchy.py`` holds every package to that. Which gRPC status code each
 becomes when it crosses a DevicePlugin RPC is decided in one place,
-:func:`kubegpu.deviceplugin.server._answer`. Supervisor
+:func:`kubegpu.deviceplugin.plugin.server._answer`. Supervisor
 decisions (retry soon, retry later, give up) are made by the supervisor from
 these types; this module must not log, retry or do I/O.
 """

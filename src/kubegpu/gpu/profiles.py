@@ -6,7 +6,8 @@ and converting machines to and from the canonical, fully expanded JSON form
 that the fake NVML library and ``--topology`` files read. Must not simulate
 behaviour over time (that is :mod:`kubegpu.gpu.simulated`) and must not talk to NVML.
 
-Profile format (every key is checked; unknown keys are errors naming their path)::
+Profile format (checked with :mod:`kubegpu.common.validation`, the project's one validator: every
+problem is named by its key path, unknown keys included)::
 
     name: dgx-a100                 # must equal the file name
     description: text
@@ -31,13 +32,30 @@ from __future__ import annotations
 import json
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from kubegpu.common.validation import (
+    MISSING_KEY,
+    UNKNOWN_KEY,
+    Check,
+    Invalid,
+    Issue,
+    Loc,
+    after,
+    checked,
+    model,
+    nullable,
+    strict_bool,
+    strict_int,
+    strict_str,
+    tuple_of,
+    validate,
+)
 from kubegpu.gpu import errors
 from kubegpu.gpu.model import Gpu, Machine, MigDevice, PcieLink, Topology
 
@@ -101,29 +119,93 @@ MIG_PROFILES: dict[str, dict[str, MigProfileSpec]] = {
     },
 }
 
-_GPU_KEYS = {
-    "product_name",
-    "memory_mib",
-    "compute_capability",
-    "mig_capable",
-    "power_limit_w",
-    "max_sm_clock_mhz",
-    "max_mem_clock_mhz",
-    "multiprocessors",
-    "pci_class",
-}
-_GPU_ENTRY_KEYS = _GPU_KEYS | {"pci_bus_id", "numa", "pcie", "minor", "board", "mig", "mig_enabled", "uuid"}
-_TOP_KEYS = {
-    "name",
-    "description",
-    "machine_type",
-    "driver_version",
-    "cuda_driver_version",
-    "gpu",
-    "gpus",
-    "nvlink",
-    "nvswitch",
-}
+
+def _number(value: Any, loc: Loc, issues: list[Issue]) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        issues.append(Issue(loc, "Input should be a valid number"))
+    return value
+
+
+def _text(value: Any, loc: Loc, issues: list[Issue]) -> Any:
+    """A string, or a scalar YAML read as a number (``12.4``) taken as its text."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        issues.append(Issue(loc, "Input should be a valid string"))
+        return value
+    return str(value)
+
+
+def _any(value: Any, loc: Loc, issues: list[Issue]) -> Any:
+    return value
+
+
+def _non_empty(value: tuple[Any, ...]) -> tuple[Any, ...]:
+    if not value:
+        raise ValueError("must not be empty")
+    return value
+
+
+def _opt(check: Check) -> dict[str, Any]:
+    return checked(nullable(check))
+
+
+@dataclass(frozen=True, kw_only=True)
+class _GpuFields:
+    """The per-GPU keys a profile may give in ``gpu:`` (defaults) or in a ``gpus[]`` entry."""
+
+    product_name: str | None = field(default=None, metadata=_opt(strict_str))
+    memory_mib: int | None = field(default=None, metadata=_opt(strict_int))
+    compute_capability: str | None = field(default=None, metadata=_opt(_text))
+    mig_capable: bool | None = field(default=None, metadata=_opt(strict_bool))
+    power_limit_w: float | None = field(default=None, metadata=_opt(_number))
+    max_sm_clock_mhz: int | None = field(default=None, metadata=_opt(strict_int))
+    max_mem_clock_mhz: int | None = field(default=None, metadata=_opt(strict_int))
+    multiprocessors: int | None = field(default=None, metadata=_opt(strict_int))
+    pci_class: int | None = field(default=None, metadata=_opt(strict_int))
+
+
+@dataclass(frozen=True, kw_only=True)
+class _GpuEntry(_GpuFields):
+    """One ``gpus[]`` entry: where the GPU sits, and anything that differs from the defaults."""
+
+    pci_bus_id: str = field(metadata=checked(strict_str))
+    pcie: tuple[str, ...] = field(metadata=checked(after(tuple_of(strict_str), _non_empty)))
+    numa: int | None = field(default=None, metadata=_opt(strict_int))
+    minor: int | None = field(default=None, metadata=_opt(strict_int))
+    board: str | None = field(default=None, metadata=_opt(_text))
+    mig: tuple[str, ...] = field(default=(), metadata=checked(tuple_of(strict_str)))
+    mig_enabled: bool | None = field(default=None, metadata=_opt(strict_bool))
+    uuid: str | None = field(default=None, metadata=_opt(strict_str))
+
+    def value(self, defaults: _GpuFields, name: str) -> Any:
+        """This entry's value of a per-GPU key, else the defaults'."""
+        own = getattr(self, name)
+        return getattr(defaults, name) if own is None else own
+
+
+@dataclass(frozen=True, kw_only=True)
+class _NvSwitch:
+    fabric: str = field(metadata=checked(strict_str))
+    links: int = field(metadata=checked(strict_int))
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Profile:
+    """A compact profile document (module docstring), checked with the project's one validator."""
+
+    name: str = field(metadata=checked(strict_str))
+    description: str = field(default="", metadata=checked(_text))
+    machine_type: str = field(default="unknown", metadata=checked(_text))
+    driver_version: str = field(default="550.107.02", metadata=checked(_text))
+    cuda_driver_version: str = field(default="12.4", metadata=checked(_text))
+    gpu: _GpuFields = field(metadata=checked(model(_GpuFields)))
+    gpus: tuple[_GpuEntry, ...] = field(metadata=checked(after(tuple_of(model(_GpuEntry)), _non_empty)))
+    nvlink: Any = field(default=None, metadata=checked(_any))
+    """``"i-j": count`` pairs; their rules need the GPU count, so they are checked on expansion."""
+    nvswitch: _NvSwitch | None = field(default=None, metadata=_opt(model(_NvSwitch)))
+
+
+#: Keys of the ``--topology`` JSON form.
+_TOPOLOGY_KEYS = {"gpus", "pcie", "nvlink", "numa", "nvswitch", "nvswitch_links"}
 
 
 def profiles_dir() -> Path:
@@ -165,7 +247,7 @@ def load(name_or_path: str) -> Machine:
 
 def _need(data: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...]) -> Any:
     if key not in data:
-        raise errors.ProfileError(f"{where}: missing key '{key}'")
+        raise errors.ProfileError(f"{where}.{key}: {MISSING_KEY}")
     value = data[key]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise errors.ProfileError(f"{where}.{key}: expected {_kind_name(kind)}, got {value!r}")
@@ -181,7 +263,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 def _check_keys(data: Mapping[str, Any], allowed: set[str], where: str) -> None:
     for key in data:
         if key not in allowed:
-            raise errors.ProfileError(f"{where}.{key}: unknown key")
+            raise errors.ProfileError(f"{where}.{key}: {UNKNOWN_KEY}")
 
 
 def _cc(value: Any, where: str) -> tuple[int, int]:
@@ -218,77 +300,71 @@ def stable_uuid(prefix: str, key: str) -> str:
 
 def from_profile(data: Mapping[str, Any], source: str = "<profile>") -> Machine:
     """Expand a compact profile mapping (see module docstring) into a :class:`Machine`."""
-    _check_keys(data, _TOP_KEYS, source)
-    name = _need(data, "name", source, str)
-    defaults = _need(data, "gpu", source, dict)
-    _check_keys(defaults, _GPU_KEYS, f"{source}: gpu")
-    entries = _need(data, "gpus", source, list)
-    if not entries:
-        raise errors.ProfileError(f"{source}: gpus must not be empty")
-    nvswitch = data.get("nvswitch")
-    fabric: str | None = None
-    fabric_links = 0
-    if nvswitch is not None:
-        if not isinstance(nvswitch, dict):
-            raise errors.ProfileError(f"{source}: nvswitch must be a mapping")
-        _check_keys(nvswitch, {"fabric", "links"}, f"{source}: nvswitch")
-        fabric = str(_need(nvswitch, "fabric", f"{source}: nvswitch", str))
-        fabric_links = int(_need(nvswitch, "links", f"{source}: nvswitch", int))
+    try:
+        doc = validate(_Profile, data)
+    except Invalid as exc:
+        raise errors.ProfileError(f"{source}: {exc}") from None
+    name = doc.name
+    fabric = doc.nvswitch.fabric if doc.nvswitch is not None else None
+    fabric_links = doc.nvswitch.links if doc.nvswitch is not None else 0
 
     gpus: list[Gpu] = []
     paths: list[list[str]] = []
     boards: list[str | None] = []
     numa: list[int | None] = []
-    for i, raw in enumerate(entries):
+    for i, raw in enumerate(doc.gpus):
         where = f"{source}: gpus[{i}]"
-        if not isinstance(raw, dict):
-            raise errors.ProfileError(f"{where}: must be a mapping")
-        _check_keys(raw, _GPU_ENTRY_KEYS, where)
-        merged = {**defaults, **raw}
-        path = _need(raw, "pcie", where, list)
-        if not path or not all(isinstance(p, str) for p in path):
-            raise errors.ProfileError(f"{where}.pcie: expected a non-empty list of names")
-        paths.append(path)
-        boards.append(raw.get("board"))
-        node = raw.get("numa")
-        if node is not None and (not isinstance(node, int) or isinstance(node, bool)):
-            raise errors.ProfileError(f"{where}.numa: expected int or null, got {node!r}")
-        numa.append(node)
-        product = _need(merged, "product_name", where, str)
-        uuid = str(raw.get("uuid") or stable_uuid("GPU", f"{name}/gpu/{i}"))
-        mig_layout = raw.get("mig", [])
-        if not isinstance(mig_layout, list):
-            raise errors.ProfileError(f"{where}.mig: expected a list of MIG profile names")
-        mig_enabled = bool(raw.get("mig_enabled", bool(mig_layout)))
-        mig_devices = _mig_devices(name, i, uuid, product, mig_layout, where)
+
+        def need(key: str, entry: _GpuEntry = raw, where: str = where) -> Any:
+            value = entry.value(doc.gpu, key)
+            if value is None:
+                raise errors.ProfileError(f"{where}.{key}: required key is missing (here or in gpu)")
+            return value
+
+        paths.append(list(raw.pcie))
+        boards.append(raw.board)
+        numa.append(raw.numa)
+        product = str(need("product_name"))
+        uuid = raw.uuid or stable_uuid("GPU", f"{name}/gpu/{i}")
+        mig_enabled = bool(raw.mig) if raw.mig_enabled is None else raw.mig_enabled
+        mig_devices = _mig_devices(name, i, uuid, product, list(raw.mig), where)
+        mig_capable = bool(raw.value(doc.gpu, "mig_capable"))
+
+        def optional(key: str, default: Any, entry: _GpuEntry = raw) -> Any:
+            value = entry.value(doc.gpu, key)
+            return default if value is None else value
+
         gpus.append(
             Gpu(
                 index=i,
-                minor=int(raw.get("minor", i)),
+                minor=i if raw.minor is None else raw.minor,
                 uuid=uuid,
                 product_name=product,
-                memory_mib=int(_need(merged, "memory_mib", where, int)),
-                pci_bus_id=str(_need(raw, "pci_bus_id", where, str)),
-                numa_node=node,
-                compute_capability=_cc(_need(merged, "compute_capability", where, (str, float)), where),
-                mig_capable=bool(merged.get("mig_capable", False)),
+                memory_mib=int(need("memory_mib")),
+                pci_bus_id=raw.pci_bus_id,
+                numa_node=raw.numa,
+                compute_capability=_cc(need("compute_capability"), where),
+                mig_capable=mig_capable,
                 mig_enabled=mig_enabled,
                 mig_devices=mig_devices,
-                power_limit_w=float(merged.get("power_limit_w", 300.0)),
-                max_sm_clock_mhz=int(merged.get("max_sm_clock_mhz", 1410)),
-                max_mem_clock_mhz=int(merged.get("max_mem_clock_mhz", 1215)),
-                multiprocessors=int(merged.get("multiprocessors", 108)),
-                pci_class=int(merged.get("pci_class", 0x0302)),
+                power_limit_w=float(optional("power_limit_w", 300.0)),
+                max_sm_clock_mhz=int(optional("max_sm_clock_mhz", 1410)),
+                max_mem_clock_mhz=int(optional("max_mem_clock_mhz", 1215)),
+                multiprocessors=int(optional("multiprocessors", 108)),
+                pci_class=int(optional("pci_class", 0x0302)),
                 serial=f"{1320000000000 + i}",
                 vbios_version="92.00.45.00.05",
             )
         )
-        if mig_enabled and not bool(merged.get("mig_capable", False)):
+        if mig_enabled and not mig_capable:
             raise errors.ProfileError(f"{where}: MIG enabled on a GPU that is not mig_capable")
 
     n = len(gpus)
     nvlink = [[0] * n for _ in range(n)]
-    for key, count in (data.get("nvlink") or {}).items():
+    links = doc.nvlink or {}
+    if not isinstance(links, Mapping):
+        raise errors.ProfileError(f"{source}: nvlink: Input should be a valid dictionary")
+    for key, count in links.items():
         where = f"{source}: nvlink.{key}"
         try:
             a, b = (int(x) for x in str(key).split("-"))
@@ -313,12 +389,12 @@ def from_profile(data: Mapping[str, Any], source: str = "<profile>") -> Machine:
     try:
         return Machine(
             name=name,
-            description=str(data.get("description", "")),
+            description=doc.description,
             gpus=tuple(gpus),
             topology=topology,
-            driver_version=str(data.get("driver_version", "550.107.02")),
-            cuda_driver_version=str(data.get("cuda_driver_version", "12.4")),
-            machine_type=str(data.get("machine_type", "unknown")),
+            driver_version=doc.driver_version,
+            cuda_driver_version=doc.cuda_driver_version,
+            machine_type=doc.machine_type,
         )
     except ValueError as exc:
         raise errors.ProfileError(f"{source}: {exc}") from exc
@@ -378,7 +454,7 @@ def topology_from_dict(data: Mapping[str, Any], source: str = "<topology>") -> T
     """Read the ``--topology FILE`` JSON form; errors name the key and position."""
     if not isinstance(data, Mapping):
         raise errors.ProfileError(f"{source}: top level must be an object")
-    _check_keys(data, {"gpus", "pcie", "nvlink", "numa", "nvswitch", "nvswitch_links"}, source)
+    _check_keys(data, _TOPOLOGY_KEYS, source)
     n = _need(data, "gpus", source, int)
     if n < 1:
         raise errors.ProfileError(f"{source}.gpus: must be at least 1, got {n}")

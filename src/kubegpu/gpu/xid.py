@@ -1,7 +1,7 @@
 """What XID numbers mean: the NVIDIA driver's error catalogue, abridged, for log lines and CLI output.
 
 Owns the table of XID meanings only. Whether an XID makes a device unhealthy is
-policy and lives in the device plugin (:mod:`kubegpu.deviceplugin.xids`).
+policy and lives in the device plugin (:mod:`kubegpu.deviceplugin.rm.xids`).
 """
 
 from __future__ import annotations

@@ -14,16 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kubegpu.deviceplugin import naming
 from kubegpu.gpu.model import Machine
 
-#: Resource names always attributed (dcgm-exporter's set plus the plugin's shared-GPU rename).
-GPU_RESOURCE = "nvidia.com/gpu"
-SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
-
-#: Separators between a device ID and its replica number: NVIDIA's time-slicing/MPS IDs
-#: (``GPU-…::3``) and GKE's shared-GPU IDs (``…/vgpu3``).
-_REPLICA_SEPARATORS = ("::", "/vgpu")
+#: GKE's shared-GPU device IDs (``…/vgpu3``), which dcgm-exporter also strips. NVIDIA's own replica
+#: IDs are :class:`kubegpu.deviceplugin.naming.AnnotatedID`'s.
+_GKE_REPLICA_SEPARATOR = "/vgpu"
 
 
 @dataclass(frozen=True, order=True)
@@ -63,16 +59,15 @@ EMPTY = Attribution(holders={})
 def is_gpu_resource(name: str, extra: Iterable[str] = ()) -> bool:
     """True for the resources whose devices are attributed: ``nvidia.com/gpu``, ``nvidia.com/mig-*``,
     ``nvidia.com/gpu.shared`` and any name in ``extra`` (``--nvidia-resource-names``)."""
-    return name in (GPU_RESOURCE, SHARED_GPU_RESOURCE) or name.startswith(MIG_RESOURCE_PREFIX) or name in extra
+    return naming.is_nvidia_gpu_resource(name) or name in extra
 
 
 def base_id(device_id: str) -> str:
-    """A device ID without its shared-GPU replica suffix: ``GPU-x::2`` -> ``GPU-x``, ``GPU-x/vgpu2`` -> ``GPU-x``."""
-    for separator in _REPLICA_SEPARATORS:
-        head, found, _ = device_id.partition(separator)
-        if found:
-            return head
-    return device_id
+    """A device ID without its shared-GPU replica suffix (NVIDIA's annotated IDs and GKE's ``GPU-x/vgpu2``)."""
+    physical = naming.strip_replica(device_id)
+    if physical != device_id:
+        return physical
+    return device_id.partition(_GKE_REPLICA_SEPARATOR)[0]
 
 
 def device_index(machine: Machine) -> dict[str, str]:

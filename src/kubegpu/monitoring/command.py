@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kubegpu.api import constants
+from kubegpu.common import boolean
 
 if TYPE_CHECKING:
     from kubegpu.monitoring.collector import Collector
@@ -42,9 +43,6 @@ ENV_DRIVER_ROOT = "NVIDIA_DRIVER_ROOT"
 ENV_CONTAINER_DRIVER_ROOT = "CONTAINER_DRIVER_ROOT"
 #: The node name for the hostname label (set it from the downward API ``spec.nodeName`` in a DaemonSet).
 ENV_NODE_NAME = "NODE_NAME"
-
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off", "")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -152,12 +150,13 @@ class _Settings(argparse.Namespace):
 
 
 def _env_bool(parser: argparse.ArgumentParser, name: str) -> bool:
-    value = os.environ.get(name, "").strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
+    value = os.environ.get(name, "").strip()
+    if not value:
         return False
-    parser.error(f"${name}={os.environ[name]!r}: expected true or false")
+    try:
+        return boolean.parse_bool(value)
+    except ValueError as exc:
+        parser.error(f"${name}={value!r}: {exc}")
 
 
 def _interval_ms(parser: argparse.ArgumentParser, args: _Settings) -> int:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from kubegpu.monitoring import fields
+from kubegpu.monitoring.errors import MonitoringError
 
 #: Type words dcgm-exporter accepts in a counters file.
 TYPES = ("gauge", "counter", "histogram", "summary", "label")
@@ -29,7 +30,7 @@ _NAME = re.compile(r"^DCGM_(FI|EXP)_[A-Z0-9_]+$")
 DEFAULT_FILE_NAME = "default-counters.csv"
 
 
-class CountersError(ValueError):
+class CountersError(MonitoringError, ValueError):
     """A counters file that cannot be used; the message names the file, line and problem."""
 
 

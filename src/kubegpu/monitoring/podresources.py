@@ -17,6 +17,7 @@ import grpc
 from kubegpu.api import constants
 from kubegpu.api.podresources.v1 import api_pb2, api_pb2_grpc
 from kubegpu.monitoring.attribution import ContainerDevices
+from kubegpu.monitoring.errors import MonitoringError
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 LIST_TIMEOUT_S = 10.0
 
 
-class PodResourcesUnavailable(Exception):
+class PodResourcesUnavailable(MonitoringError):
     """The List call failed; the message names the socket and the gRPC status."""
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kubegpu.gpu.model import Topology
-from kubegpu.placement import errors, partition, shared
+from kubegpu.placement import errors, partition, shared, subsets
 from kubegpu.placement import weights as weights_
 
 BEST_EFFORT = "best-effort"
@@ -57,7 +57,7 @@ _recent: dict[tuple[str, int], tuple[Topology, weights_.Matrix]] = {}
 
 def solve(
     policy: str, topology: Topology, available: Sequence[int], must_include: Sequence[int], size: int
-) -> partition.Solution:
+) -> subsets.Solution:
     """Like :func:`pick`, with the partition the answer came from (for explanations and benchmarks)."""
     return partition.solve(pair_weights(policy, topology), available, must_include, size)
 

@@ -3,7 +3,7 @@
 Owns filling the ``2^n``-entry tables of :mod:`kubegpu.placement.partition`
 with vectorised operations (all masks of one popcount at once) and scanning
 large candidate lists in one pass. Same interface and same answers as the
-plain :class:`~kubegpu.placement.partition.Tables`; only imported when a node
+plain :class:`~kubegpu.placement.subsets.Tables`; only imported when a node
 needs it, so processes placing on ordinary nodes never load numpy. Must not do
 I/O, read clocks or start threads.
 """
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kubegpu.placement import partition
+from kubegpu.placement import subsets
 from kubegpu.placement import weights as weights_
 
 Array = npt.NDArray[Any]
@@ -75,8 +75,8 @@ def _subsets(low: int, pool: Sequence[int], k: int) -> Array:
     return sums + low
 
 
-class VectorTables(partition.Tables):
-    """:class:`~kubegpu.placement.partition.Tables` held in numpy arrays and filled a popcount at a time."""
+class VectorTables(subsets.Tables):
+    """:class:`~kubegpu.placement.subsets.Tables` held in numpy arrays and filled a popcount at a time."""
 
     def __init__(self, w: weights_.Matrix) -> None:
         # Every score is at most the sum of all pair weights; int32 halves the memory traffic when it fits.
@@ -139,9 +139,9 @@ class VectorTables(partition.Tables):
             best[rows] = values.max(axis=1)
         return best
 
-    def first_opening(self, table: partition.Lookup, cur: int, k: int) -> int | None:
+    def first_opening(self, table: subsets.Lookup, cur: int, k: int) -> int | None:
         low = cur & -cur
-        pool = partition.bits(cur ^ low)
+        pool = subsets.bits(cur ^ low)
         if k - 1 > len(pool) or math.comb(len(pool), k - 1) <= _SMALL:
             return super().first_opening(table, cur, k)
         firsts = _subsets(low, pool, k)
@@ -150,11 +150,11 @@ class VectorTables(partition.Tables):
         at = int(hit.argmax())
         return int(firsts[at]) if hit[at] else None
 
-    def constrained_opening(self, table: partition.Lookup, cur: int, need: int, size: int) -> int:
+    def constrained_opening(self, table: subsets.Lookup, cur: int, need: int, size: int) -> int:
         array, scores, rev = np.asarray(table), np.asarray(self.score), _reversed_bits(self.n)
         low = cur & -cur
         # Every full set holding all must-include GPUs, and the best partition around each.
-        free = np.asarray(partition.bits(cur & ~need), dtype=np.int64)
+        free = np.asarray(subsets.bits(cur & ~need), dtype=np.int64)
         holders = need + free[_combos(len(free), size - need.bit_count())].sum(axis=1)
         values = scores[holders] + array[cur ^ holders]
         optimum = int(values.max())
@@ -166,8 +166,8 @@ class VectorTables(partition.Tables):
         rest = optimal[(optimal & low) == 0]
         if len(rest) and not low & need:
             goal = optimum - scores[rest]
-            pool = partition.bits(cur & ~need & ~low)
-            for k in partition.sizes(cur.bit_count(), size):
+            pool = subsets.bits(cur & ~need & ~low)
+            for k in subsets.sizes(cur.bit_count(), size):
                 if k - 1 > len(pool) or k + size > cur.bit_count():  # S and T must both fit
                     continue
                 firsts = _subsets(low, pool, k)

@@ -2,7 +2,11 @@
 
 Owns the enumeration NVIDIA's plugin and go-nvlib do — index, minor, UUID,
 name, memory, PCI bus id, compute capability, MIG mode and MIG devices (profile
-names from GPU/compute-instance profile ids), NVLink remote PCI bus ids (GPU
+names as go-nvlib forms them: the GPU/compute instance's profile id is the number
+the board reports, e.g. 19 for an A100's 1g, so the NVML profile enum behind it is
+found by walking ``nvmlDeviceGetGpuInstanceProfileInfo`` /
+``nvmlGpuInstanceGetComputeInstanceProfileInfo`` over the enums and comparing ids,
+and the ``GB`` comes from the GPU-instance profile's memory), NVLink remote PCI bus ids (GPU
 peers and NVSwitches), ``nvmlDeviceGetTopologyCommonAncestor`` for every pair —
 plus the host facts NVML does not give, read from sysfs under an injectable
 root: NUMA node and PCI class per GPU and the DMI product name. Returns the
@@ -16,6 +20,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -78,9 +83,60 @@ def _sysfs(path: Path) -> str | None:
         return None
 
 
+def _offered(what: str, query: Callable[[int], Any], count: int) -> dict[int, tuple[int, Any]]:
+    """The profiles a GPU (or GPU instance) offers, by the id the board reports: ``{id: (enum, info)}``.
+
+    NVML answers NOT_SUPPORTED for a profile enum the hardware lacks and INVALID_ARGUMENT
+    for one this driver does not know; both are skipped, as go-nvlib skips them.
+    """
+    offered: dict[int, tuple[int, Any]] = {}
+    for enum in range(count):
+        try:
+            info = query(enum)
+        except pynvml.NVMLError as exc:
+            if exc.value in (decode.ERROR_NOT_SUPPORTED, decode.ERROR_INVALID_ARGUMENT):
+                continue
+            raise errors.NvmlUnavailable(f"NVML: reading {what} {enum} failed: {exc}", code=exc.value) from None
+        offered.setdefault(int(info.id), (enum, info))
+    return offered
+
+
+def _profile(what: str, offered: dict[int, tuple[int, Any]], profile_id: int) -> tuple[int, Any]:
+    try:
+        return offered[profile_id]
+    except KeyError:
+        known = ", ".join(str(i) for i in sorted(offered)) or "none"
+        message = f"NVML: {what} has profile id {profile_id}, which the GPU does not offer ({known})"
+        raise errors.NvmlUnavailable(message) from None
+
+
+def _gpu_instance_profile(handle: Any, enum: int) -> Any:
+    """A GPU-instance profile of a GPU: the versioned call, or the unversioned one on drivers without it."""
+    try:
+        return pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, enum, 2)
+    except pynvml.NVMLError as exc:
+        if exc.value != decode.ERROR_FUNCTION_NOT_FOUND:
+            raise
+        return pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, enum, 1)
+
+
+def _compute_instance_profile(gi: Any, enum: int) -> Any:
+    """A compute-instance profile of a GPU instance, with the engines shared (the one engine profile NVML has);
+    the versioned call, or the unversioned one on drivers without it."""
+    shared = pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+    try:
+        return pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, enum, shared, 2)
+    except pynvml.NVMLError as exc:
+        if exc.value != decode.ERROR_FUNCTION_NOT_FOUND:
+            raise
+        return pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, enum, shared, 1)
+
+
 def _mig_devices(gpu_index: int, parent_uuid: str, handle: Any, memory_bytes: int) -> list[tuple[MigDevice, Any]]:
     where = f"GPU {gpu_index}"
     out: list[tuple[MigDevice, Any]] = []
+    gi_profiles: dict[int, tuple[int, Any]] | None = None  # read once per GPU, on its first MIG device
+    ci_profiles: dict[int, dict[int, tuple[int, Any]]] = {}  # by GPU-instance profile id
     count = _call(f"{where} MIG device count", pynvml.nvmlDeviceGetMaxMigDeviceCount, handle)
     for j in range(count):
         try:
@@ -99,10 +155,23 @@ def _mig_devices(gpu_index: int, parent_uuid: str, handle: Any, memory_bytes: in
         gi_info = _call(f"{what} GPU instance info", pynvml.nvmlGpuInstanceGetInfo, gi)
         ci = _call(f"{what} compute instance", pynvml.nvmlGpuInstanceGetComputeInstanceById, gi, ci_id)
         ci_info = _call(f"{what} compute instance info", pynvml.nvmlComputeInstanceGetInfo, ci)
-        try:
-            profile = decode.mig_profile_name(
-                int(gi_info.profileId), int(ci_info.profileId), int(attrs.memorySizeMB), memory_bytes
+        if gi_profiles is None:
+            gi_profiles = _offered(
+                f"{where} GPU instance profile",
+                partial(_gpu_instance_profile, handle),
+                pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT,
             )
+        gi_enum, gi_profile = _profile(f"{what} GPU instance", gi_profiles, int(gi_info.profileId))
+        # What a GPU instance offers depends only on its profile: walked once per profile and GPU.
+        if int(gi_info.profileId) not in ci_profiles:
+            ci_profiles[int(gi_info.profileId)] = _offered(
+                f"{what} compute instance profile",
+                partial(_compute_instance_profile, gi),
+                pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT,
+            )
+        ci_enum, _ = _profile(f"{what} compute instance", ci_profiles[int(gi_info.profileId)], int(ci_info.profileId))
+        try:
+            profile = decode.mig_profile_name(gi_enum, ci_enum, int(gi_profile.memorySizeMB), memory_bytes)
         except ValueError as exc:
             raise errors.NvmlUnavailable(f"NVML: {what}: {exc}") from None
         device = MigDevice(

@@ -9,7 +9,11 @@ GPU whose events cannot be watched) are remembered and replayed to every new
 subscriber first. A failed wait never ends the thread: it is reported as a
 WAIT_ERROR event (every device suspect) and the wait is retried with backoff; a
 lost GPU is found by probing and reported as LOST, and the event set is rebuilt
-without it.
+without it (a real driver answers GPU_IS_LOST to every later wait on a set that
+holds a lost GPU). The replacement set is registered before the old one is freed
+and before LOST is published, so every event NVML raises on a healthy GPU after a
+consumer has seen LOST reaches that consumer: NVML drops events raised while no
+set holds their GPU.
 Must not decide health (which XIDs matter is the device plugin's business).
 """
 
@@ -125,18 +129,26 @@ class EventWatcher:
             return bool(exc.value == decode.ERROR_GPU_IS_LOST)
         return False
 
-    def _find_lost(self) -> int:
-        """Report GPUs that answer GPU_IS_LOST and were not known lost; returns how many GPUs are lost."""
-        for uuid, handle in self._gpus:
-            if uuid not in self._lost and self._is_lost(handle):
-                self._publish(HealthEvent(HealthEventKind.LOST, uuid, message="NVML: GPU is lost"))
-        return len(self._lost)
+    def _newly_lost(self) -> list[str]:
+        """GPUs that answer GPU_IS_LOST and are not known lost yet (not published here)."""
+        return [uuid for uuid, handle in self._gpus if uuid not in self._lost and self._is_lost(handle)]
 
-    def _arm(self) -> Any:
-        """A new event set with every GPU that is not lost registered (masked by supported events)."""
+    @staticmethod
+    def _lost_event(uuid: str) -> HealthEvent:
+        return HealthEvent(HealthEventKind.LOST, uuid, message="NVML: GPU is lost")
+
+    def _publish_lost(self, uuids: list[str]) -> None:
+        for uuid in uuids:
+            self._publish(self._lost_event(uuid))
+
+    def _arm(self, skip: frozenset[str] = frozenset()) -> tuple[Any, list[HealthEvent]]:
+        """A new event set with every GPU registered that is neither known lost nor in ``skip``
+        (masked by supported events), and the conditions found on the way, for the caller to
+        publish once the set is in use."""
         event_set = pynvml.nvmlEventSetCreate()
+        found: list[HealthEvent] = []
         for uuid, handle in self._gpus:
-            if uuid in self._lost:
+            if uuid in self._lost or uuid in skip:
                 continue
             try:
                 supported = pynvml.nvmlDeviceGetSupportedEventTypes(handle)
@@ -150,11 +162,27 @@ class EventWatcher:
                     # NVIDIA's plugin: too old to support health checking; the device stays healthy.
                     log.warning("gpu too old for health events", extra={"gpu": uuid, "error": str(exc)})
                 elif exc.value == decode.ERROR_GPU_IS_LOST:
-                    self._publish(HealthEvent(HealthEventKind.LOST, uuid, message="NVML: GPU is lost"))
+                    found.append(self._lost_event(uuid))
                 elif uuid not in self._unwatched:
                     message = f"NVML: cannot watch health events: {exc} (NVML error {exc.value})"
-                    self._publish(HealthEvent(HealthEventKind.WAIT_ERROR, uuid, message=message))
-        return event_set
+                    found.append(HealthEvent(HealthEventKind.WAIT_ERROR, uuid, message=message))
+        return event_set, found
+
+    def _rearm_without(self, event_set: Any, lost: list[str]) -> Any:
+        """Replace ``event_set`` by one without the ``lost`` GPUs, then report them.
+
+        The order is the point: the new set is registered first, so no moment passes in
+        which a healthy GPU is in no set; the old one is freed next; LOST is published
+        last, so a consumer that has seen LOST is sure the new set is watching. If
+        building the new set fails, nothing is published and the old set is kept: its
+        next wait answers GPU_IS_LOST again and this is retried.
+        """
+        replacement, found = self._arm(skip=frozenset(lost))
+        self._free(event_set)
+        self._publish_lost(lost)
+        for event in found:
+            self._publish(event)
+        return replacement
 
     def _free(self, event_set: Any) -> None:
         if event_set is None:
@@ -189,15 +217,17 @@ class EventWatcher:
     def _run(self) -> None:
         backoff = BACKOFF_MIN_S
         event_set: Any = None
-        try:
-            self._find_lost()
-        except Exception:  # a probe failing oddly must not keep the watcher from watching
-            log.exception("nvml lost-GPU probe failed")
         while not self._stop.is_set():
             try:
                 if event_set is None:
                     try:
-                        event_set = self._arm()
+                        self._publish_lost(self._newly_lost())
+                    except Exception:  # a probe failing oddly must not keep the watcher from watching
+                        log.exception("nvml lost-GPU probe failed")
+                    try:
+                        event_set, found = self._arm()
+                        for event in found:
+                            self._publish(event)
                     finally:
                         self._armed.set()
                 data = pynvml.nvmlEventSetWait(event_set, self._wait_ms)
@@ -205,11 +235,17 @@ class EventWatcher:
                 if exc.value == decode.ERROR_TIMEOUT:
                     backoff = BACKOFF_MIN_S
                     continue
-                if exc.value == decode.ERROR_GPU_IS_LOST:
-                    lost_before = len(self._lost)
-                    if self._find_lost() > lost_before:
-                        self._free(event_set)
-                        event_set = None  # rebuilt without the lost GPU
+                if exc.value == decode.ERROR_GPU_IS_LOST and event_set is not None:
+                    try:
+                        lost = self._newly_lost()
+                        if lost:
+                            event_set = self._rearm_without(event_set, lost)
+                            backoff = BACKOFF_MIN_S
+                            continue
+                    except Exception:  # the old set is kept; its next wait answers GPU_IS_LOST again
+                        log.exception("nvml event set rebuild failed")
+                        self._stop.wait(backoff)
+                        backoff = min(backoff * 2, BACKOFF_MAX_S)
                         continue
                 # Like NVIDIA's plugin: every device is suspect, and the same set is waited on again.
                 message = f"NVML: waiting for events failed: {exc} (NVML error {exc.value})"
@@ -223,7 +259,7 @@ class EventWatcher:
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
                 continue
             backoff = BACKOFF_MIN_S
-            event = self._to_event(data)
-            if event is not None:
-                self._publish(event)
+            live = self._to_event(data)
+            if live is not None:
+                self._publish(live)
         self._free(event_set)

@@ -1,0 +1,389 @@
+"""Every flag of the plugin, the labeller and the MPS daemon, declared once.
+
+Owns, per flag, the one declaration everything else is derived from: its field in
+:class:`Flags` (``flags`` of the config file) or :class:`Options` (command line and
+env only), with its type, default, file key and check, and — in the same
+:func:`flag`/:func:`option` call — its command-line names, env vars (first set
+wins), kind, help text and the programs that take it (``kubegpu plugin``,
+``kubegpu labels``, ``kubegpu mps-daemon``). The file model
+(:mod:`kubegpu.deviceplugin.config.v1`) validates a file's ``flags`` section
+against these same classes with every key optional; the flag tables and the
+precedence (:mod:`kubegpu.deviceplugin.config.effective`) read the rest from here.
+Also the value sets NVIDIA validates at start and the policy names, which are
+:mod:`kubegpu.placement`'s. Pure: no files, no environment, no argparse.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from kubegpu.api import constants
+from kubegpu.common import durations
+from kubegpu.common.validation import (
+    Check,
+    before,
+    checked,
+    document_key,
+    model,
+    nullable,
+    strict_bool,
+    strict_str,
+    tuple_of,
+)
+from kubegpu.placement import policies
+
+DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
+DEVICE_ID_STRATEGIES = ("uuid", "index")
+MIG_STRATEGIES = ("none", "single", "mixed")
+DISCOVERY_STRATEGIES = ("auto", "nvml", "tegra")
+#: Policies for replicas and MIG devices (NVIDIA's ``--shared-devices-allocation-policy``).
+SHARED_POLICIES = policies.SHARED_POLICIES
+#: Policies for whole GPUs, the default first.
+WHOLE_GPU_POLICIES = policies.WHOLE_GPU_POLICIES
+DEFAULT_WHOLE_GPU_POLICY = policies.DEFAULT_WHOLE_GPU_POLICY
+#: ``--allocation-policy`` values: GPU-level policies and the two replica policies.
+ALLOCATION_POLICIES = (policies.BEST_EFFORT, policies.TOPOLOGY, *policies.SHARED_POLICIES)
+DEFAULT_CDI_SPEC_DIR = "/var/run/cdi"
+DEFAULT_MPS_ROOT_HELM = "/run/nvidia/mps"
+DEFAULT_QUIET_PERIOD = "5m0s"
+DEFAULT_GFD_OUTPUT = "/etc/kubernetes/node-feature-discovery/features.d/gfd"
+DEFAULT_MACHINE_TYPE_FILE = "/sys/class/dmi/id/product_name"
+
+#: How a flag's text becomes a value on the command line and in env vars.
+Kind = Literal["str", "bool", "list", "intlist", "duration", "seconds", "path"]
+#: The commands that take flags from this table.
+Program = Literal["plugin", "gfd", "mps"]
+PLUGIN: tuple[Program, ...] = ("plugin",)
+
+_CLI = "kubegpu.flag"
+
+
+@dataclass(frozen=True)
+class Cli:
+    """How one flag is given: names, env vars per program (first set wins), kind, help, programs."""
+
+    names: tuple[str, ...]
+    envs: tuple[str, ...]
+    kind: Kind
+    help: str
+    programs: tuple[Program, ...] = PLUGIN
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    #: Env vars of a program that reads others than ``envs`` (GFD prefixes its own with ``GFD_``).
+    program_envs: tuple[tuple[Program, tuple[str, ...]], ...] = ()
+
+    def envs_for(self, program: Program) -> tuple[str, ...]:
+        return dict(self.program_envs).get(program, self.envs)
+
+
+def _cli(
+    names: str,
+    envs: str,
+    kind: Kind,
+    text: str,
+    programs: tuple[Program, ...],
+    choices: tuple[str, ...],
+    metavar: str | None,
+    gfd_envs: str | None,
+) -> Cli:
+    return Cli(
+        names=tuple(names.split()),
+        envs=tuple(envs.split()),
+        kind=kind,
+        help=text,
+        programs=programs,
+        choices=choices,
+        metavar=metavar,
+        program_envs=(("gfd", tuple(gfd_envs.split())),) if gfd_envs else (),
+    )
+
+
+def flag(
+    default: Any,
+    check: Check,
+    key: str | None,
+    names: str,
+    envs: str,
+    kind: Kind,
+    text: str,
+    *,
+    programs: tuple[Program, ...] = PLUGIN,
+    choices: tuple[str, ...] = (),
+    metavar: str | None = None,
+    gfd_envs: str | None = None,
+) -> Any:
+    """A field of the config file's ``flags`` that is also a command-line flag (``key``: its file key)."""
+    metadata = checked(check, key) | {_CLI: _cli(names, envs, kind, text, programs, choices, metavar, gfd_envs)}
+    return field(default=default, metadata=metadata)
+
+
+def option(
+    default: Any,
+    names: str,
+    envs: str,
+    kind: Kind,
+    text: str,
+    *,
+    programs: tuple[Program, ...] = PLUGIN,
+    metavar: str | None = None,
+    gfd_envs: str | None = None,
+) -> Any:
+    """A command-line-only setting (no config-file key)."""
+    return field(default=default, metadata={_CLI: _cli(names, envs, kind, text, programs, (), metavar, gfd_envs)})
+
+
+def cli_of(f: dataclasses.Field[Any]) -> Cli | None:
+    """The command-line declaration of a field, None for fields that are no flag."""
+    declared: Cli | None = f.metadata.get(_CLI)
+    return declared
+
+
+def _one_or_many(value: Any) -> Any:
+    return (value,) if isinstance(value, str) else value
+
+
+def _sleep_interval(value: Any) -> str:
+    return durations.normalise_duration(value, allow_infinite=True)
+
+
+_STR = strict_str
+_BOOL = strict_bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class PluginFlags:
+    """``flags.plugin``."""
+
+    pass_device_specs: bool = flag(
+        False, _BOOL, "passDeviceSpecs", "--pass-device-specs", "PASS_DEVICE_SPECS", "bool",
+        "pass the device nodes to the kubelet in Allocate (default false)",
+    )  # fmt: skip
+    """Return DeviceSpecs (control nodes, /dev/nvidiaN, MIG caps); needed with CPUManager static policy."""
+    device_list_strategy: tuple[str, ...] = flag(
+        ("envvar",), before(_one_or_many, tuple_of(strict_str)), "deviceListStrategy",
+        "--device-list-strategy", "DEVICE_LIST_STRATEGY", "list",
+        "envvar, volume-mounts, cdi-annotations, cdi-cri; repeat or comma-separate to combine (default envvar)",
+    )  # fmt: skip
+    """How the device list reaches the runtime: envvar, volume-mounts, cdi-annotations, cdi-cri (combinable)."""
+    device_id_strategy: str = flag(
+        "uuid", _STR, "deviceIDStrategy", "--device-id-strategy", "DEVICE_ID_STRATEGY", "str",
+        "uuid | index: the IDs passed to the runtime (default uuid)",
+    )  # fmt: skip
+    """IDs given to the runtime: uuid or index (kubelet always sees UUIDs)."""
+    cdi_annotation_prefix: str = flag(
+        "cdi.k8s.io/", _STR, "cdiAnnotationPrefix", "--cdi-annotation-prefix", "CDI_ANNOTATION_PREFIX", "str",
+        "prefix of CDI annotation keys (default cdi.k8s.io/)",
+    )  # fmt: skip
+    nvidia_ctk_path: str = flag(
+        "/usr/bin/nvidia-ctk", _STR, "nvidiaCTKPath", "--nvidia-cdi-hook-path --nvidia-ctk-path",
+        "NVIDIA_CDI_HOOK_PATH NVIDIA_CTK_PATH", "str",
+        "the CDI hook binary written into CDI specs (default /usr/bin/nvidia-ctk)",
+    )  # fmt: skip
+    """The CDI hook binary written into CDI specs."""
+    container_driver_root: str = flag(
+        "/driver-root", _STR, "containerDriverRoot", "--driver-root-ctr-path --container-driver-root",
+        "DRIVER_ROOT_CTR_PATH CONTAINER_DRIVER_ROOT", "str",
+        "where the host driver root is mounted in the plugin container (default /driver-root)",
+    )  # fmt: skip
+    """Where the host driver root is mounted inside the plugin container."""
+    shared_devices_allocation_policy: str = flag(
+        policies.DEFAULT_SHARED_POLICY, _STR, "sharedDevicesAllocationPolicy", "--shared-devices-allocation-policy",
+        "SHARED_DEVICES_ALLOCATION_POLICY", "str",
+        "distributed | packed: preferred allocation among replicas and MIG devices (default distributed)",
+    )  # fmt: skip
+    """Preferred-allocation policy for replicas and MIG devices: distributed or packed."""
+    allocation_policy: str | None = flag(
+        None, nullable(strict_str), "allocationPolicy", "--allocation-policy", "ALLOCATION_POLICY", "str",
+        "kubegpu: best-effort | topology | distributed | packed "
+        "(default: topology for whole GPUs, the shared policy for replicas)",
+    )  # fmt: skip
+    """kubegpu: preferred-allocation policy; unset = topology for whole GPUs, the shared policy for replicas."""
+    health_recovery_quiet_period: str = flag(
+        DEFAULT_QUIET_PERIOD, before(durations.normalise_seconds), "healthRecoveryQuietPeriod",
+        "--health-recovery-quiet-period", "HEALTH_RECOVERY_QUIET_PERIOD", "seconds",
+        f"kubegpu: an unhealthy device becomes Healthy again after this long without a new event: seconds (300) "
+        f"or a Go duration (5m); 0 = only on a recovery signal (default {DEFAULT_QUIET_PERIOD})",
+    )  # fmt: skip
+    """kubegpu: an unhealthy device returns to Healthy after this long without a new event (0s: only on recovery)."""
+
+    def policy_for(self, shared: bool) -> str:
+        """The preferred-allocation policy of a resource (``shared``: replicas or MIG devices).
+
+        ``--allocation-policy`` sets the policy of the kind it names: ``best-effort``/``topology`` for
+        whole GPUs (replicas keep the shared policy), ``distributed``/``packed`` for replicas and MIG
+        devices (whole GPUs keep ``topology``). Each kind can only use its own policies.
+        """
+        if shared:
+            if self.allocation_policy in SHARED_POLICIES:
+                return self.allocation_policy
+            return self.shared_devices_allocation_policy
+        if self.allocation_policy in WHOLE_GPU_POLICIES:
+            return self.allocation_policy
+        return DEFAULT_WHOLE_GPU_POLICY
+
+    @property
+    def quiet_period_s(self) -> float:
+        return durations.duration_seconds(self.health_recovery_quiet_period)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GfdFlags:
+    """``flags.gfd``: the labeller's own flags."""
+
+    oneshot: bool = flag(
+        False, _BOOL, None, "--oneshot", "GFD_ONESHOT", "bool", "label once and exit (default false)",
+        programs=("gfd",),
+    )  # fmt: skip
+    no_timestamp: bool = flag(
+        False, _BOOL, "noTimestamp", "--no-timestamp", "GFD_NO_TIMESTAMP", "bool", "leave out the timestamp label",
+        programs=("gfd",),
+    )  # fmt: skip
+    sleep_interval: str = flag(
+        "1m0s", before(_sleep_interval), "sleepInterval", "--sleep-interval", "GFD_SLEEP_INTERVAL", "duration",
+        "time between labellings: a Go duration (60s, 1m30s) or 'infinite' (default 60s)", programs=("gfd",),
+    )  # fmt: skip
+    output_file: str = flag(
+        DEFAULT_GFD_OUTPUT, _STR, "outputFile", "--output-file --output -o", "GFD_OUTPUT_FILE", "str",
+        f"feature file to write, '-' for stdout (default {DEFAULT_GFD_OUTPUT})", programs=("gfd",),
+    )  # fmt: skip
+    machine_type_file: str = flag(
+        DEFAULT_MACHINE_TYPE_FILE, _STR, "machineTypeFile", "--machine-type-file", "GFD_MACHINE_TYPE_FILE", "str",
+        f"file holding the machine type (default {DEFAULT_MACHINE_TYPE_FILE}; simulated machines use their profile's)",
+        programs=("gfd",),
+    )  # fmt: skip
+
+    @property
+    def sleep_interval_s(self) -> float:
+        return durations.duration_seconds(self.sleep_interval)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flags:
+    """``flags`` of the config file: shared by the plugin, the labeller and the MPS daemon."""
+
+    mig_strategy: str = flag(
+        "none", _STR, "migStrategy", "--mig-strategy", "MIG_STRATEGY", "str", "none | single | mixed (default none)",
+        programs=("plugin", "gfd", "mps"), choices=MIG_STRATEGIES, gfd_envs="GFD_MIG_STRATEGY MIG_STRATEGY",
+    )  # fmt: skip
+    fail_on_init_error: bool = flag(
+        True, _BOOL, "failOnInitError", "--fail-on-init-error", "FAIL_ON_INIT_ERROR", "bool",
+        "fail if an error is encountered during initialization, e.g. the GPUs cannot be read (default true)",
+        programs=("plugin", "gfd"), gfd_envs="GFD_FAIL_ON_INIT_ERROR FAIL_ON_INIT_ERROR",
+    )  # fmt: skip
+    nvidia_driver_root: str = flag(
+        "/", _STR, "nvidiaDriverRoot", "--driver-root --nvidia-driver-root", "NVIDIA_DRIVER_ROOT", "str",
+        "host root of the NVIDIA driver installation (default /)",
+    )  # fmt: skip
+    nvidia_dev_root: str = flag(
+        "", _STR, "nvidiaDevRoot", "--dev-root --nvidia-dev-root", "NVIDIA_DEV_ROOT", "str",
+        "host root of the /dev nodes (default: the driver root)",
+    )  # fmt: skip
+    mps_root: str = flag(
+        "", _STR, "mpsRoot", "--mps-root", "MPS_ROOT", "str",
+        f"host directory of MPS pipes, logs, shm and readiness files; required for MPS (helm: {DEFAULT_MPS_ROOT_HELM})",
+        programs=("plugin", "mps"),
+    )  # fmt: skip
+    gdrcopy_enabled: bool = flag(
+        False, _BOOL, "gdrcopyEnabled", "--gdrcopy-enabled", "GDRCOPY_ENABLED", "bool", "inject gdrcopy (default false)"
+    )
+    gds_enabled: bool = flag(
+        False, _BOOL, "gdsEnabled", "--gds-enabled", "GDS_ENABLED", "bool", "inject GPUDirect Storage (default false)"
+    )
+    mofed_enabled: bool = flag(
+        False, _BOOL, "mofedEnabled", "--mofed-enabled", "MOFED_ENABLED", "bool", "inject MOFED (default false)"
+    )
+    use_node_feature_api: bool = field(default=True, metadata=checked(_BOOL, "useNodeFeatureAPI"))
+    """A file-only setting (NVIDIA's chart sets it); kept so an effective config loads again."""
+    device_discovery_strategy: str = flag(
+        "auto", _STR, "deviceDiscoveryStrategy", "--device-discovery-strategy", "DEVICE_DISCOVERY_STRATEGY", "str",
+        "auto | nvml | tegra (default auto)",
+    )  # fmt: skip
+    plugin: PluginFlags = field(default_factory=PluginFlags, metadata=checked(model(PluginFlags)))
+    gfd: GfdFlags = field(default_factory=GfdFlags, metadata=checked(model(GfdFlags)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """Command-line-only settings (no config-file key), as NVIDIA keeps them outside the config."""
+
+    config_file: str | None = option(
+        None, "--config-file", "CONFIG_FILE", "path",
+        "config file (YAML or JSON, version: v1) as an alternative to flags and env vars",
+        programs=("plugin", "gfd", "mps"), gfd_envs="GFD_CONFIG_FILE CONFIG_FILE",
+    )  # fmt: skip
+    kubelet_socket: str = option(
+        constants.KUBELET_SOCKET, "--kubelet-socket", "KUBELET_SOCKET", "path",
+        f"the kubelet's registration socket; empty: do not register (default {constants.KUBELET_SOCKET})",
+    )  # fmt: skip
+    """Empty: never register with the kubelet."""
+    cdi_feature_flags: tuple[str, ...] = option(
+        (), "--cdi-feature-flags", "CDI_FEATURE_FLAGS", "list", "feature flags for CDI spec generation"
+    )
+    cdi_disable_hooks: tuple[str, ...] = option(
+        (), "--cdi-disable-hooks", "CDI_DISABLE_HOOKS", "list",
+        "CDI hooks to leave out of generated specs ('all' removes every hook)",
+    )  # fmt: skip
+    cdi_spec_dir: str = option(
+        DEFAULT_CDI_SPEC_DIR, "--cdi-spec-dir", "CDI_SPEC_DIR", "path",
+        f"kubegpu: where CDI specs are written (default {DEFAULT_CDI_SPEC_DIR})",
+    )  # fmt: skip
+    machine: str | None = option(
+        None, "--machine", "KUBEGPU_MACHINE", "str",
+        "kubegpu: run on this simulated machine profile (or profile file) instead of NVML",
+        programs=("plugin", "gfd", "mps"), metavar="PROFILE",
+    )  # fmt: skip
+    """kubegpu: a simulated machine profile instead of NVML."""
+    fault_file: str | None = option(
+        None, "--fault-file", "KUBEGPU_FAULT_FILE", "path",
+        "kubegpu: the simulated machine's fault journal (default <tmp>/kubegpu-faults-<machine>.jsonl)",
+    )  # fmt: skip
+    """kubegpu: the simulated machine's fault journal."""
+    registration_retry_interval: str = option(
+        "30s", "--registration-retry-interval", "REGISTRATION_RETRY_INTERVAL", "seconds",
+        "kubegpu: after a failed start, start every resource again after this long: seconds or a Go duration "
+        "(default 30s, as NVIDIA)",
+    )  # fmt: skip
+    """kubegpu: wait after a failed start before starting every resource again (NVIDIA: 30 s)."""
+    socket_dir: str | None = option(
+        None, "--socket-dir", "KUBEGPU_SOCKET_DIR", "path",
+        "kubegpu: where the plugin sockets nvidia-<resource>.sock are created "
+        f"(default: beside the kubelet socket, or {constants.DEVICE_PLUGIN_PATH} without one)",
+    )  # fmt: skip
+    """kubegpu: where plugin sockets are created; None: beside the kubelet socket (its default directory
+    when registration is off)."""
+    metrics_listen: str | None = option(
+        None, "--metrics-listen", "KUBEGPU_METRICS_LISTEN", "str",
+        "kubegpu: serve the plugin's Prometheus metrics on HOST:PORT (/metrics); default off", metavar="HOST:PORT",
+    )  # fmt: skip
+    """kubegpu: ``HOST:PORT`` of the plugin's own Prometheus metrics; None: not served."""
+
+    @property
+    def retry_interval_s(self) -> float:
+        return durations.duration_seconds(durations.normalise_seconds(self.registration_retry_interval))
+
+
+def declared(cls: type[Any], key: tuple[str, ...] = ()) -> Iterator[tuple[str, tuple[str, ...] | None, Cli]]:
+    """(field name, file key path or None, its flag) of every flag of ``cls``, nested groups in place."""
+    for f in dataclasses.fields(cls):
+        cli = cli_of(f)
+        doc_key = document_key(f)
+        if cli is None:
+            nested = _NESTED.get(f.name)
+            if nested is not None and doc_key is not None:
+                yield from declared(nested, (*key, doc_key))
+            continue
+        yield f.name, ((*key, doc_key) if doc_key is not None else None), cli
+
+
+#: Nested flag groups by field name (field types are strings under ``from __future__ import annotations``).
+_NESTED: dict[str, type[Any]] = {"plugin": PluginFlags, "gfd": GfdFlags}
+
+
+def finish(flags: Flags) -> Flags:
+    """NVIDIA's post-processing of resolved flags: an unset (or empty) dev root is the driver root."""
+    if not flags.nvidia_dev_root:
+        return dataclasses.replace(flags, nvidia_dev_root=flags.nvidia_driver_root)
+    return flags

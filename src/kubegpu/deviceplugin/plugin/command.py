@@ -1,0 +1,81 @@
+"""``kubegpu plugin``: the device plugin daemon's entry point.
+
+Owns turning the command line, the environment and the config file (through
+:func:`kubegpu.deviceplugin.config.effective.load`) into a running
+:class:`~.supervisor.Supervisor`: ``--print-config`` prints the effective
+config and exits, the effective config is logged once as JSON at start, the
+optional metrics endpoint is opened for the life of the process, and SIGHUP
+gets a function that reads the config again. Exit codes: 2 for bad input (a
+flag, env value or config key, an unknown machine profile; one line naming the
+key and the rule), 1 when the machine cannot be served, 0 after a clean stop.
+Must not contain plugin logic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kubegpu.deviceplugin.config.effective import Config
+
+log = logging.getLogger(__name__)
+
+
+def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
+    from kubegpu.deviceplugin.config import effective as config_mod
+    from kubegpu.deviceplugin.config.v1 import ConfigError
+
+    env = os.environ if environ is None else environ
+    parser = config_mod.parser()
+    args = parser.parse_args(argv)
+
+    def load() -> Config:
+        return config_mod.load(args, env)
+
+    try:
+        cfg = load()
+    except ConfigError as exc:
+        # One line, like every kubegpu usage error; argparse's usage block would bury it.
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        sys.stdout.write(cfg.to_json() + "\n")
+        return 0
+    if cfg.options.machine is not None:
+        from kubegpu.gpu import errors, profiles
+
+        try:
+            profiles.load(cfg.options.machine)
+        except errors.ProfileError as exc:
+            print(f"{parser.prog}: error: --machine {cfg.options.machine!r}: {exc}", file=sys.stderr)
+            return 2
+    return _run(cfg, load, env)
+
+
+def _run(cfg: Config, load: Callable[[], Config], env: Mapping[str, str]) -> int:
+    """Serve until stopped, with the metrics endpoint open for the whole life of the process."""
+    from kubegpu.deviceplugin.config import effective as config_mod
+    from kubegpu.deviceplugin.plugin.metrics import MetricsServer, PluginMetrics
+    from kubegpu.deviceplugin.plugin.supervisor import Supervisor
+
+    log.info("running with config", extra={"config": cfg.to_dict()})
+    metrics = PluginMetrics(enabled=cfg.options.metrics_listen is not None)
+    endpoint: MetricsServer | None = None
+    if cfg.options.metrics_listen is not None:
+        host, port = config_mod.parse_listen(cfg.options.metrics_listen)
+        try:
+            endpoint = MetricsServer(metrics, host, port)
+        except OSError as exc:
+            log.error("cannot serve metrics", extra={"listen": cfg.options.metrics_listen, "error": str(exc)})
+            return 1
+        log.info("serving metrics", extra={"listen": f"{host}:{endpoint.port}", "path": "/metrics"})
+    try:
+        return asyncio.run(Supervisor(cfg, reload=load, environ=env, metrics=metrics).run())
+    finally:
+        if endpoint is not None:
+            endpoint.close()

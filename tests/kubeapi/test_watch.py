@@ -1,0 +1,209 @@
+"""Watches as kube-apiserver serves them: from a resourceVersion, initial state, selectors, bookmarks,
+timeoutSeconds, 410 Gone after compaction, and streams ended by the server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from lightkube import ApiError
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap
+
+from tests.kubeapi.fixture import KubeEnv
+from tests.polling import eventually
+
+pytestmark = pytest.mark.live_scheduler
+
+
+async def _collect(stream: Any, until: Any, within: float = 10.0) -> list[tuple[str, str]]:
+    seen: list[tuple[str, str]] = []
+
+    async def run() -> None:
+        async for event_type, obj in stream:
+            seen.append((event_type, obj.metadata.name))
+            if until(seen):
+                return
+
+    await asyncio.wait_for(run(), within)
+    return seen
+
+
+async def test_watch_from_a_resource_version_gets_every_later_change_in_order(kube: KubeEnv) -> None:
+    client = kube.async_client()
+    await client.create(ConfigMap(metadata=ObjectMeta(name="before")))
+    listing = client.list(ConfigMap)
+    _ = [c async for c in listing]
+    await client.create(ConfigMap(metadata=ObjectMeta(name="w1")))
+    await client.patch(ConfigMap, "w1", {"data": {"k": "v"}})
+    await client.delete(ConfigMap, "w1")
+    seen = await _collect(
+        client.watch(ConfigMap, resource_version=listing.resourceVersion), lambda s: ("DELETED", "w1") in s
+    )
+    assert seen == [("ADDED", "w1"), ("MODIFIED", "w1"), ("DELETED", "w1")]
+    await client.close()
+
+
+async def test_watch_without_a_resource_version_starts_with_what_exists(kube: KubeEnv) -> None:
+    client = kube.async_client()
+    await client.create(ConfigMap(metadata=ObjectMeta(name="exists")))
+    seen = await _collect(client.watch(ConfigMap), lambda s: ("ADDED", "exists") in s)
+    assert ("ADDED", "exists") in seen
+    await client.close()
+
+
+async def test_watch_sees_writes_made_while_it_is_open(kube: KubeEnv) -> None:
+    client = kube.async_client()
+    listing = client.list(ConfigMap)
+    _ = [c async for c in listing]
+    task = asyncio.create_task(
+        _collect(client.watch(ConfigMap, resource_version=listing.resourceVersion), lambda s: ("ADDED", "live") in s)
+    )
+    writer = kube.async_client()
+    await writer.create(ConfigMap(metadata=ObjectMeta(name="live")))
+    assert ("ADDED", "live") in await task
+    await client.close()
+    await writer.close()
+
+
+async def test_watch_with_a_label_selector_turns_leaving_into_deleted_and_joining_into_added(kube: KubeEnv) -> None:
+    client = kube.async_client()
+    listing = client.list(ConfigMap)
+    _ = [c async for c in listing]
+    await client.create(ConfigMap(metadata=ObjectMeta(name="sel", labels={"team": "a"})))
+    await client.patch(ConfigMap, "sel", {"metadata": {"labels": {"team": "b"}}})
+    await client.patch(ConfigMap, "sel", {"metadata": {"labels": {"team": "a"}}})
+    seen = await _collect(
+        client.watch(ConfigMap, labels={"team": "a"}, resource_version=listing.resourceVersion), lambda s: len(s) >= 3
+    )
+    assert seen == [("ADDED", "sel"), ("DELETED", "sel"), ("ADDED", "sel")]
+    await client.close()
+
+
+async def test_watch_with_a_field_selector_on_name_sees_only_that_object(kube: KubeEnv) -> None:
+    client = kube.async_client()
+    listing = client.list(ConfigMap)
+    _ = [c async for c in listing]
+    await client.create(ConfigMap(metadata=ObjectMeta(name="other")))
+    await client.create(ConfigMap(metadata=ObjectMeta(name="mine")))
+    seen = await _collect(
+        client.watch(ConfigMap, fields={"metadata.name": "mine"}, resource_version=listing.resourceVersion),
+        lambda s: len(s) >= 1,
+    )
+    assert seen == [("ADDED", "mine")]
+    await client.close()
+
+
+def _watch_lines(kube: KubeEnv, params: dict[str, str], stop: Any, within: float = 15.0) -> list[dict[str, Any]]:
+    http = kube.http()
+    events: list[dict[str, Any]] = []
+    with http.stream(
+        "GET", f"/api/v1/namespaces/{kube.namespace}/configmaps", params={"watch": "true", **params}, timeout=within
+    ) as answer:
+        assert answer.status_code == 200
+        for line in answer.iter_lines():
+            if not line:
+                continue
+            events.append(json.loads(line))
+            if stop(events):
+                break
+    return events
+
+
+def test_bookmarks_arrive_when_allowed_and_carry_only_a_resource_version(kube: KubeEnv) -> None:
+    client = kube.client()
+    created = client.create(ConfigMap(metadata=ObjectMeta(name="bm")))
+    # the real server sends bookmarks about once a minute; the in-process one every bookmark_interval seconds
+    within = 15.0 if kube.server is not None else 90.0
+    events = _watch_lines(
+        kube,
+        {
+            "allowWatchBookmarks": "true",
+            "resourceVersion": created.metadata.resourceVersion,
+            "timeoutSeconds": str(int(within)),
+        },
+        lambda evs: any(e["type"] == "BOOKMARK" for e in evs),
+        within=within + 5,
+    )
+    bookmark = next(e for e in events if e["type"] == "BOOKMARK")
+    assert bookmark["object"]["kind"] == "ConfigMap"
+    assert int(bookmark["object"]["metadata"]["resourceVersion"]) >= int(created.metadata.resourceVersion)
+    assert set(bookmark["object"]["metadata"]) == {"resourceVersion"} or "annotations" in bookmark["object"]["metadata"]
+
+
+def test_no_bookmarks_without_allow_watch_bookmarks(kube: KubeEnv) -> None:
+    server = kube.require_server()
+    created = kube.client().create(ConfigMap(metadata=ObjectMeta(name="nobm")))
+    timeout = max(1, round(server.bookmark_interval * 3))
+    events = _watch_lines(
+        kube,
+        {"resourceVersion": created.metadata.resourceVersion, "timeoutSeconds": str(timeout)},
+        lambda evs: False,
+        within=timeout + 10,
+    )
+    assert all(e["type"] != "BOOKMARK" for e in events)
+
+
+def test_timeout_seconds_ends_the_stream(kube: KubeEnv) -> None:
+    created = kube.client().create(ConfigMap(metadata=ObjectMeta(name="to")))
+    # the stream ends by itself (the server closes it): _watch_lines returns without a stop condition
+    events = _watch_lines(
+        kube, {"resourceVersion": created.metadata.resourceVersion, "timeoutSeconds": "1"}, lambda evs: False, within=30
+    )
+    assert all(e["type"] in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK") for e in events)
+
+
+def test_a_watch_from_a_compacted_version_gets_410_expired(kube: KubeEnv) -> None:
+    server = kube.require_server()
+    client = kube.client()
+    old = client.create(ConfigMap(metadata=ObjectMeta(name="old"))).metadata.resourceVersion
+    client.create(ConfigMap(metadata=ObjectMeta(name="newer")))
+    server.compact()
+    events = _watch_lines(kube, {"resourceVersion": old}, lambda evs: True)
+    assert events[0]["type"] == "ERROR"
+    status = events[0]["object"]
+    assert status["kind"] == "Status" and status["code"] == 410 and status["reason"] == "Expired"
+    assert status["message"].startswith(f"too old resource version: {old} (")
+
+
+async def test_lightkube_raises_410_for_a_compacted_version_and_a_relist_recovers(kube: KubeEnv) -> None:
+    server = kube.require_server()
+    client = kube.async_client()
+    old = (await client.create(ConfigMap(metadata=ObjectMeta(name="c1")))).metadata.resourceVersion
+    await client.create(ConfigMap(metadata=ObjectMeta(name="c1b")))
+    server.compact()
+    with pytest.raises(ApiError) as caught:
+        await _collect(client.watch(ConfigMap, resource_version=old), lambda s: True)
+    assert caught.value.status.code == 410
+    listing = client.list(ConfigMap)
+    names = [c.metadata.name async for c in listing]
+    assert "c1" in names
+    task = asyncio.create_task(
+        _collect(client.watch(ConfigMap, resource_version=listing.resourceVersion), lambda s: ("ADDED", "c2") in s)
+    )
+    await client.create(ConfigMap(metadata=ObjectMeta(name="c2")))
+    assert ("ADDED", "c2") in await task
+    await client.close()
+
+
+async def test_close_watches_ends_open_streams(kube: KubeEnv) -> None:
+    server = kube.require_server()
+    http = kube.http()
+    rv = kube.client().create(ConfigMap(metadata=ObjectMeta(name="cw"))).metadata.resourceVersion
+
+    def watch_until_closed() -> str:
+        with http.stream(
+            "GET",
+            f"/api/v1/namespaces/{kube.namespace}/configmaps",
+            params={"watch": "true", "resourceVersion": rv},
+            timeout=30,
+        ) as answer:
+            for _ in answer.iter_lines():
+                pass
+        return "ended"
+
+    task = asyncio.create_task(asyncio.to_thread(watch_until_closed))
+    await eventually(lambda: server.close_watches() > 0 or task.done(), within=10, what="a watch to close")
+    assert await asyncio.wait_for(task, 10) == "ended"
