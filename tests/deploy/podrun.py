@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from kubegpu.localnode import LocalNode
+from kubegpu.demo.localnode import LocalNode
 
 BIN = Path(sys.executable).parent
 MACHINE = "dgx-a100"

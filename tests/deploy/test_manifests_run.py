@@ -23,7 +23,7 @@ import pytest
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node
 
-from kubegpu.localnode import free_port
+from kubegpu.demo.localnode import free_port
 from tests.deploy import helmrender
 from tests.deploy.podrun import MACHINE, NODE, Pod, daemonset, registered, start
 from tests.polling import wait_until

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from kubegpu.demo.localnode import LocalNode
 from kubegpu.gpu import faults, profiles
-from kubegpu.localnode import LocalNode
 
 MACHINE = "dgx-a100"
 ENV = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}  # node checks only

@@ -8,10 +8,13 @@ A rejected object raises ``StatusError`` with the real server's code and message
 
 from __future__ import annotations
 
-import copy
 import re
+from decimal import Decimal
 from typing import Any
 
+from lightkube.utils.quantity import parse_quantity
+
+from .codec import clone
 from .status import StatusError, forbidden, invalid
 
 Obj = dict[str, Any]
@@ -89,6 +92,28 @@ def _containers(spec: Obj) -> list[tuple[str, Obj]]:
     return found
 
 
+def _quantity(value: Any) -> Decimal:
+    try:
+        parsed = parse_quantity(str(value))
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise invalid(
+            "Pod",
+            "",
+            "",
+            [
+                (
+                    "resources",
+                    "FieldValueInvalid",
+                    f'Invalid value: "{value}": quantities '
+                    "must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+                )
+            ],
+        )
+    return parsed
+
+
 def validate_pod(pod: Obj) -> None:
     name = pod["metadata"]["name"]
     spec = pod.get("spec") or {}
@@ -103,9 +128,8 @@ def validate_pod(pod: Obj) -> None:
         resources = container.get("resources") or {}
         requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
         for resource, quantity in requests.items():
-            if not _is_extended(resource):
-                continue
-            if resource not in limits:
+            limit = limits.get(resource)
+            if _is_extended(resource) and limit is None:
                 causes.append(
                     (
                         f"{path}.resources.limits",
@@ -113,12 +137,20 @@ def validate_pod(pod: Obj) -> None:
                         "Required value: Limit must be set for non overcommitable resources",
                     )
                 )
-            elif str(limits[resource]) != str(quantity):
+            elif limit is not None and _quantity(quantity) != _quantity(limit) and _is_extended(resource):
                 causes.append(
                     (
                         f"{path}.resources.requests",
                         "FieldValueInvalid",
-                        f'Invalid value: "{quantity}": must be equal to {resource} limit of {limits[resource]}',
+                        f'Invalid value: "{quantity}": must be equal to {resource} limit of {limit}',
+                    )
+                )
+            elif limit is not None and _quantity(quantity) > _quantity(limit):
+                causes.append(
+                    (
+                        f"{path}.resources.requests",
+                        "FieldValueInvalid",
+                        f'Invalid value: "{quantity}": must be less than or equal to {resource} limit of {limit}',
                     )
                 )
     if causes:
@@ -156,7 +188,7 @@ def _tolerates(tolerations: list[Obj], key: str, effect: str) -> bool:
 
 def default_pod(pod: Obj, priority_classes: list[Obj]) -> Obj:
     """A new pod as stored: defaults, the Priority admission plugin, DefaultTolerationSeconds, status Pending."""
-    pod = copy.deepcopy(pod)
+    pod = clone(pod)
     name = pod["metadata"]["name"]
     spec = pod.setdefault("spec", {})
     spec.setdefault("schedulerName", DEFAULT_SCHEDULER)
@@ -230,7 +262,7 @@ _POD_UPDATE_FORBIDDEN = (
 
 
 def _mutable_masked(spec: Obj) -> Obj:
-    masked = copy.deepcopy(spec)
+    masked = clone(spec)
     for field in ("activeDeadlineSeconds", "tolerations", "schedulingGates", "terminationGracePeriodSeconds"):
         masked.pop(field, None)
     for field in ("containers", "initContainers"):
@@ -275,7 +307,7 @@ def _ready_status(node: Obj) -> str | None:
 
 def admit_node(node: Obj) -> Obj:
     """TaintNodesByCondition: every new Node starts with the not-ready NoSchedule taint."""
-    node = copy.deepcopy(node)
+    node = clone(node)
     taints = node.setdefault("spec", {}).setdefault("taints", [])
     if not any(t.get("key") == NOT_READY and t.get("effect") == "NoSchedule" for t in taints):
         taints.append({"key": NOT_READY, "effect": "NoSchedule"})
@@ -310,7 +342,7 @@ def reconcile_node_taints(node: Obj) -> list[Obj] | None:
 
 
 def admit_priority_class(pc: Obj, existing: list[Obj], old: Obj | None = None) -> Obj:
-    pc = copy.deepcopy(pc)
+    pc = clone(pc)
     name = pc["metadata"]["name"]
     value = pc.get("value")
     if not isinstance(value, int) or isinstance(value, bool):
@@ -360,3 +392,54 @@ def admit_priority_class(pc: Obj, existing: list[Obj], old: Obj | None = None) -
                 "Only one default can exist",
             )
     return pc
+
+
+NODE_STATUS_UNKNOWN = "Kubelet stopped posting node status."
+
+
+def mark_unknown(node: Obj, now: str) -> Obj | None:
+    """The node lifecycle controller's write for a node whose kubelet went silent: every condition Unknown with
+    reason NodeStatusUnknown (None when they already are)."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    if not conditions:
+        conditions = [{"type": "Ready"}]
+    if all(c.get("status") == "Unknown" for c in conditions):
+        return None
+    marked = [
+        {
+            **c,
+            "status": "Unknown",
+            "reason": "NodeStatusUnknown",
+            "message": NODE_STATUS_UNKNOWN,
+            "lastTransitionTime": now if c.get("status") != "Unknown" else c.get("lastTransitionTime", now),
+        }
+        for c in conditions
+    ]
+    return {**node, "status": {**(node.get("status") or {}), "conditions": marked}}
+
+
+# --- events -------------------------------------------------------------------------------------------------------
+
+
+def validate_event(event: Obj) -> None:
+    """core/v1 Event validation ("legacy"): an Event without eventTime must be in its object's namespace; one with
+    eventTime (new style) must name its reporting component and instance, action and reason."""
+    meta = event["metadata"]
+    namespace, involved = meta.get("namespace") or "", (event.get("involvedObject") or {}).get("namespace") or ""
+    causes: list[tuple[str, str, str]] = []
+    mismatch = (
+        "involvedObject.namespace",
+        "FieldValueInvalid",
+        f'Invalid value: "{involved}": does not match event.namespace',
+    )
+    if not event.get("eventTime"):
+        if (involved and involved != namespace) or (not involved and namespace not in ("", "default")):
+            causes.append(mismatch)
+    else:
+        if not involved and namespace not in ("default", "kube-system"):
+            causes.append(mismatch)
+        for field in ("reportingComponent", "reportingInstance", "action", "reason"):
+            if not event.get(field):
+                causes.append((field, "FieldValueRequired", "Required value"))
+    if causes:
+        raise invalid("Event", "", meta["name"], causes)

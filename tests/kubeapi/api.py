@@ -9,17 +9,19 @@ know HTTP framing (server.py) or stream watches (watching.py). Runs on the serve
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
-import json
 import random
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from . import admission, disruption
+import yaml
+
+from . import admission, disruption, eventviews
 from .catalog import Catalog, CatalogError, ResourceType, from_crd, prune_custom_resource
-from .patching import APPLY, apply_patch, strategic_merge_patch
+from .codec import clone, decode, encode
+from .patching import APPLY, apply_patch, merge_patch, strategic_merge_patch
 from .selectors import fields_match, labels_match, parse_field_selector, parse_label_selector
 from .status import (
     STALE_OBJECT,
@@ -35,11 +37,13 @@ from .status import (
     success_body,
     too_many_requests,
 )
-from .store import Obj, Store, encode
+from .store import Obj, Store
 
+ROOT_CA = "kube-root-ca.crt"
+_NO_CA = "-----BEGIN CERTIFICATE-----\n(in-process test server: no TLS)\n-----END CERTIFICATE-----\n"
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-PODS, NODES, NAMESPACES = "/pods", "/nodes", "/namespaces"
+PODS, NODES, NAMESPACES, LEASES = "/pods", "/nodes", "/namespaces", "coordination.k8s.io/leases"
 PDBS, PRIORITY_CLASSES, CRDS = (
     "policy/poddisruptionbudgets",
     "scheduling.k8s.io/priorityclasses",
@@ -77,6 +81,8 @@ class Api:
     def __init__(self, store: Store | None = None) -> None:
         self.store = store or Store()
         self.catalog = Catalog()
+        #: when each node's kubelet last showed life (a status write or a renewal of its kube-node-lease Lease)
+        self.heartbeats: dict[str, float] = {}
         self._bootstrap()
 
     # --- bootstrap ---------------------------------------------------------------------------------------------
@@ -118,10 +124,23 @@ class Api:
         ns["spec"] = {"finalizers": ["kubernetes"]}
         ns["status"] = {"phase": "Active"}
         stored = self.store.put(NAMESPACES, ns)
-        # The service-account controller gives every namespace its "default" ServiceAccount.
+        # The service-account controller gives every namespace its "default" ServiceAccount, and the root CA
+        # publisher its "kube-root-ca.crt" ConfigMap.
         self.store.put(
             "/serviceaccounts",
             self._new_meta({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}, name),
+        )
+        self.store.put(
+            "/configmaps",
+            self._new_meta(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": ROOT_CA},
+                    "data": {"ca.crt": _NO_CA},
+                },
+                name,
+            ),
         )
         return stored
 
@@ -161,11 +180,11 @@ class Api:
 
     def _decode_body(self, body: bytes) -> Any:
         try:
-            return json.loads(body or b"null")
+            return decode(body or b"null")
         except ValueError as error:
             raise bad_request(f"the request body is not valid JSON: {error}") from None
 
-    def _body_object(self, target: Target, body: bytes) -> Obj:
+    def body_object(self, target: Target, body: bytes) -> Obj:
         obj = self._decode_body(body)
         if not isinstance(obj, dict):
             raise bad_request("the request body must be a JSON object")
@@ -186,7 +205,7 @@ class Api:
         if target.name is not None or target.subresource is not None:
             raise method_not_allowed()
         rtype = target.rtype
-        obj = self._body_object(target, body)
+        obj = self.body_object(target, body)
         meta = obj["metadata"]
         if rtype.namespaced and meta.get("namespace") and meta["namespace"] != target.namespace:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
@@ -201,6 +220,9 @@ class Api:
                     [("metadata.name", "FieldValueRequired", "Required value: name or generateName is required")],
                 )
         name = meta["name"]
+        version = str(meta.get("resourceVersion") or "")
+        if version.isdigit() and int(version) != 0:  # storage refuses it; the real answer is a bare 500
+            raise StatusError(500, "", "resourceVersion should not be set on objects to be created")
         admission.check_name(rtype.kind, rtype.group, name, dns_label=rtype.key == NAMESPACES)
         self._require_namespace(target, creating=True)
         if self.store.get(rtype.key, self._ns(target), name) is not None:
@@ -229,6 +251,8 @@ class Api:
             obj = admission.admit_priority_class(obj, self._objects(PRIORITY_CLASSES))
         elif key == CRDS:
             obj = self._admit_crd(obj)
+        elif key == "/events":
+            admission.validate_event(obj)
         elif target.rtype.custom:
             obj = prune_custom_resource(obj, target.rtype.schemas.get(target.version))
         return obj
@@ -288,7 +312,6 @@ class Api:
                 },
             ],
         }
-        self.catalog.add(rtype)
         return crd
 
     def _objects(self, key: str, namespace: str | None = None) -> list[Obj]:
@@ -303,7 +326,28 @@ class Api:
                 stored = self.store.put(NODES, {**stored, "spec": {**(stored.get("spec") or {}), "taints": taints}})
         elif key in (PODS, PDBS):
             self._sync_budgets(stored["metadata"]["namespace"])
+        elif key == CRDS:  # the CRD is stored: its kind is served from now on
+            self.catalog.add(from_crd(stored))
+        elif key == LEASES and stored["metadata"].get("namespace") == "kube-node-lease":
+            self.heartbeats[stored["metadata"]["name"]] = time.monotonic()
         return stored
+
+    def monitor_nodes(self, grace_s: float) -> list[str]:
+        """The node lifecycle controller's health pass: nodes whose kubelet has shown no life for ``grace_s``
+        (node-monitor-grace-period) get every condition Unknown, then the unreachable taint. Returns their names."""
+        silent = []
+        moment = time.monotonic()
+        for node in self._objects(NODES):
+            name = node["metadata"]["name"]
+            last = self.heartbeats.setdefault(name, moment)  # first seen now: the grace period starts
+            if moment - last < grace_s:
+                continue
+            marked = admission.mark_unknown(node, now())
+            if marked is not None:
+                stored = self.store.put(NODES, marked)
+                self._after_write(Target(self.catalog.by_key(NODES), "v1", None, name), stored)
+                silent.append(name)
+        return silent
 
     def _sync_budgets(self, namespace: str) -> None:
         """The disruption controller: keep every PDB's status in the namespace current."""
@@ -343,7 +387,7 @@ class Api:
         token = query.get("continue")
         if token:
             try:
-                after = tuple(json.loads(token))
+                after = tuple(decode(token.encode()))
             except ValueError:
                 raise bad_request("continue key is not valid") from None
             start = next(
@@ -354,12 +398,15 @@ class Api:
                 ),
                 len(selected),
             )
-        limit = int(query.get("limit") or 0)
+        try:
+            limit = int(query.get("limit") or 0)
+        except ValueError:
+            raise bad_request(f"limit: invalid value {query['limit']!r}") from None
         page = selected[start : start + limit] if limit > 0 else selected[start:]
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if limit > 0 and start + limit < len(selected):
             last = page[-1][0]["metadata"]
-            meta["continue"] = json.dumps([last.get("namespace", ""), last["name"]])
+            meta["continue"] = encode([last.get("namespace", ""), last["name"]]).decode()
             meta["remainingItemCount"] = len(selected) - start - limit
         api_version = rtype.api_version(target.version)
         items = [
@@ -375,7 +422,7 @@ class Api:
             raise method_not_allowed()
         if target.subresource == "status" and not target.rtype.has_status:
             raise not_found(target.rtype.group, target.rtype.plural + "/status", target.name)
-        new = self._body_object(target, body)
+        new = self.body_object(target, body)
         meta = new["metadata"]
         if meta.get("name") and meta["name"] != target.name:
             raise bad_request(
@@ -393,13 +440,19 @@ class Api:
         if target.subresource == "status" and not target.rtype.has_status:
             raise not_found(target.rtype.group, target.rtype.plural + "/status", target.name)
         self._require_namespace(target, creating=False)
-        patch = self._decode_body(body)
         dry_run = query.get("dryRun") == "All"
         if content_type.split(";")[0].strip() == APPLY:
-            return self._apply(target, patch, dry_run)
+            if not query.get("fieldManager"):
+                raise bad_request("PATCH, application/apply-patch+yaml requests must supply a fieldManager")
+            try:
+                applied = yaml.safe_load(body or b"null")
+            except yaml.YAMLError as error:
+                raise bad_request(f"error decoding YAML: {error}") from None
+            return self._apply(target, applied, dry_run)
+        patch = self._decode_body(body)
         old = self._existing(target)
         new = apply_patch(
-            content_type, copy.deepcopy(self._versioned(target, old)), patch, strategic_allowed=not target.rtype.custom
+            content_type, clone(self._versioned(target, old)), patch, strategic_allowed=not target.rtype.custom
         )
         new.setdefault("metadata", {})
         patched_rv = new["metadata"].get("resourceVersion")
@@ -419,7 +472,8 @@ class Api:
         if old is None:
             patch.setdefault("metadata", {})["name"] = target.name
             return self.create(Target(target.rtype, target.version, target.namespace), encode(patch), dry_run)
-        new = strategic_merge_patch(copy.deepcopy(old), patch)
+        merge = merge_patch if target.rtype.custom else strategic_merge_patch
+        new = merge(clone(old), patch)
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         return self._write_update(target, old, new, dry_run)
 
@@ -429,26 +483,18 @@ class Api:
         if new_rv not in (None, "") and new_rv != old["metadata"]["resourceVersion"]:
             raise conflict(rtype.group, rtype.plural, target.name or "", STALE_OBJECT)
         if target.subresource == "status":
-            merged = {**old, "status": new.get("status")}
-            if merged["status"] is None:
-                merged.pop("status")
+            merged = self._status_update(rtype, old, new)
         else:
-            merged = dict(new)
-            meta = dict(merged["metadata"])
-            for field in (
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "namespace",
-                "name",
-                "generation",
-            ):
-                if field in old["metadata"]:
-                    meta[field] = old["metadata"][field]
-                else:
-                    meta.pop(field, None)
-            merged["metadata"] = meta
+            uid = new["metadata"].get("uid")
+            if uid and uid != old["metadata"]["uid"]:
+                raise invalid(
+                    rtype.kind,
+                    rtype.group,
+                    target.name or "",
+                    [("metadata.uid", "FieldValueInvalid", f'Invalid value: "{uid}": field is immutable')],
+                )
+            merged = {**new, "metadata": _keep_immutable_meta(new["metadata"], old["metadata"])}
+            meta = merged["metadata"]
             if rtype.has_status:
                 if "status" in old:
                     merged["status"] = old["status"]
@@ -470,9 +516,30 @@ class Api:
         if _without_rv(merged) == _without_rv(old):
             return self._out(target, old)  # a no-op write does not bump the resourceVersion, as on the real server
         stored = self.store.put(rtype.key, merged)
+        if rtype.key == NODES and target.subresource == "status":
+            self.heartbeats[stored["metadata"]["name"]] = time.monotonic()
         if self._finish_if_released(target, stored):
             return self._out(target, stored)
         return self._out(target, self._after_write(target, stored))
+
+    @staticmethod
+    def _status_update(rtype: ResourceType, old: Obj, new: Obj) -> Obj:
+        """What a write to ``/status`` keeps: custom resources change only status; built-in kinds change status and
+        metadata but never spec (pods also keep their ownerReferences), as their status strategies do."""
+        if rtype.custom:
+            merged = {**old, "status": new.get("status")}
+        else:
+            merged = {k: v for k, v in old.items() if k not in ("metadata", "status")}
+            meta = _keep_immutable_meta(new["metadata"], old["metadata"])
+            if rtype.key == PODS:
+                meta.pop("ownerReferences", None)
+                if "ownerReferences" in old["metadata"]:
+                    meta["ownerReferences"] = old["metadata"]["ownerReferences"]
+            merged["metadata"] = meta
+            merged["status"] = new.get("status")
+        if merged.get("status") is None:
+            merged.pop("status", None)
+        return merged
 
     def _finish_if_released(self, target: Target, obj: Obj) -> bool:
         """An object being deleted goes once its last finalizer is removed (pods only once their grace is 0)."""
@@ -601,7 +668,7 @@ class Api:
 
     def delete_collection(self, target: Target, query: dict[str, str]) -> Reply:
         self._require_namespace(target, creating=False)
-        listed = json.loads(self.list(target, {k: v for k, v in query.items() if k != "limit"}).body)
+        listed = decode(self.list(target, {k: v for k, v in query.items() if k != "limit"}).body)
         grace = int(query["gracePeriodSeconds"]) if query.get("gracePeriodSeconds") else None
         for item in listed["items"]:
             old = self.store.get(target.rtype.key, item["metadata"].get("namespace", ""), item["metadata"]["name"])
@@ -624,6 +691,17 @@ class Api:
         if (binding.get("metadata") or {}).get("name") not in (None, name):
             raise bad_request("the name of the object does not match the name on the URL")
         pod = self._existing(target)
+        wanted = binding.get("metadata") or {}
+        if wanted.get("uid") and wanted["uid"] != pod["metadata"]["uid"]:
+            raise conflict(
+                "",
+                "pods",
+                name,
+                f"Precondition failed: UID in precondition: {wanted['uid']}, UID in "
+                f"object meta: {pod['metadata']['uid']}",
+            )
+        if wanted.get("resourceVersion") and wanted["resourceVersion"] != pod["metadata"]["resourceVersion"]:
+            raise conflict("", "pods", name, STALE_OBJECT)
         if pod["metadata"].get("deletionTimestamp"):
             raise conflict("", "pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
         if not node:  # the real server answers 500 here, not 422
@@ -678,9 +756,64 @@ class Api:
         self._delete_object(target, pod, options.get("gracePeriodSeconds"))
         return reply(201, success_body(201))
 
+    # --- events.k8s.io/v1 ----------------------------------------------------------------------------------------
+
+    def events_v1_core(self, target: Target, query: dict[str, str]) -> tuple[Target, dict[str, str]]:
+        """The core/v1 Events request an events.k8s.io/v1 one stands for (field selectors in core names)."""
+        core = Target(self.catalog.by_key("/events"), "v1", target.namespace, target.name)
+        if "fieldSelector" in query:
+            query = {**query, "fieldSelector": eventviews.core_field_selector(query["fieldSelector"]) or ""}
+        return core, query
+
+    def events_v1(self, verb: str, target: Target, query: dict[str, str], body: bytes, content_type: str) -> Reply:
+        """events.k8s.io/v1 Events: the stored core/v1 Events, reshaped on the way in and out."""
+        core, query = self.events_v1_core(target, query)
+        dry_run = query.get("dryRun") == "All"
+        if verb == "create":
+            event = self.body_object(target, body)
+            eventviews.validate_create(event)
+            result = self.create(core, encode(eventviews.to_core(event)), dry_run)
+        elif verb == "update":
+            result = self.update(core, encode(eventviews.to_core(self.body_object(target, body))), dry_run)
+        elif verb == "patch":
+            old = eventviews.to_v1(decode(self.get(core).body))
+            patch = self._decode_body(body)
+            new = apply_patch(content_type, old, patch, strategic_allowed=True)
+            if not (isinstance(patch, dict) and "resourceVersion" in (patch.get("metadata") or {})):
+                new.setdefault("metadata", {})["resourceVersion"] = old["metadata"]["resourceVersion"]
+            result = self.update(core, encode(eventviews.to_core(new)), dry_run)
+        elif verb == "get":
+            result = self.get(core)
+        elif verb == "delete":
+            result = self.delete(core, body, query)
+        else:
+            listed = decode((self.list(core, query) if verb == "list" else self.delete_collection(core, query)).body)
+            listed["apiVersion"] = eventviews.API_VERSION
+            listed["items"] = [eventviews.to_v1(item) for item in listed["items"]]
+            return reply(200, listed)
+        answer = decode(result.body)
+        return reply(result.code, eventviews.to_v1(answer) if answer.get("kind") == "Event" else answer)
+
 
 def _spec_of(obj: Obj) -> Any:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+_IMMUTABLE_META = (
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "namespace",
+    "name",
+    "generation",
+)
+
+
+def _keep_immutable_meta(new: Obj, old: Obj) -> Obj:
+    meta = {k: v for k, v in new.items() if k not in _IMMUTABLE_META}
+    meta.update({k: old[k] for k in _IMMUTABLE_META if k in old})
+    return meta
 
 
 def _without_rv(obj: Obj) -> Obj:

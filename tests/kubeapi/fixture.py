@@ -3,7 +3,8 @@
 Without ``KUBEGPU_TEST_KUBECONFIG`` one in-process ``KubeApiServer`` serves the whole session; with it, the
 cluster that kubeconfig names is used instead. Either way each test gets a fresh namespace (deleted
 afterwards, its pods force-deleted first so nothing waits for a kubelet) and a prefix for the cluster-scoped
-objects it creates (Nodes, PriorityClasses, Namespaces), which are deleted afterwards too. Tests that need
+objects it creates (Nodes, PriorityClasses, Namespaces, node Leases in kube-node-lease), which are deleted
+afterwards too. Tests that need
 the server's fault hooks call ``kube.require_server()``, which skips on a real cluster. Registered from
 tests/conftest.py through ``pytest_plugins``.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,10 +22,12 @@ from typing import Any
 
 import pytest
 from lightkube import ApiError, AsyncClient, Client, KubeConfig
-from lightkube.generic_resource import create_global_resource
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-from lightkube.resources.core_v1 import Namespace, Node, Pod, ServiceAccount
+from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Node, Pod, ServiceAccount
 from lightkube.resources.scheduling_v1 import PriorityClass
+
+from tests.polling import wait_until
 
 from .server import KubeApiServer
 
@@ -43,7 +45,7 @@ class KubeEnv:
     prefix: str  # for cluster-scoped objects: Nodes, PriorityClasses, extra Namespaces
     real: bool
     server: KubeApiServer | None  # None on a real cluster
-    _crds: list[str] = field(default_factory=list)
+    _client: Client | None = field(default=None, repr=False)
 
     def name(self, suffix: str) -> str:
         """A cluster-scoped name unique to this test (a Node, PriorityClass or Namespace so named is deleted after)."""
@@ -54,8 +56,14 @@ class KubeEnv:
         return KubeConfig.from_file(self.kubeconfig)
 
     def client(self, **kwargs: Any) -> Client:
-        """A sync lightkube client, default namespace = this test's namespace."""
-        return Client(config=self.config, namespace=self.namespace, **kwargs)
+        """A sync lightkube client, default namespace = this test's namespace. Without arguments it is the test's one
+        shared client (making a client costs about 0.2 s: TLS setup), closed after the test; closing it earlier is
+        harmless (the next call makes a new one)."""
+        if kwargs:
+            return Client(config=self.config, namespace=self.namespace, **kwargs)
+        if self._client is None or self._client._client._client.is_closed:
+            self._client = Client(config=self.config, namespace=self.namespace)
+        return self._client
 
     def async_client(self, **kwargs: Any) -> AsyncClient:
         """An async lightkube client, default namespace = this test's namespace (close it: ``await c.close()``)."""
@@ -89,14 +97,13 @@ def _ensure_crd(client: Client, manifest: dict[str, Any], created: list[str]) ->
     except ApiError as error:
         if error.status.code != 409:
             raise
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def established() -> bool:
         crd = client.get(CustomResourceDefinition, name)
         conditions = (crd.status.conditions if crd.status else None) or []
-        if any(c.type == "Established" and c.status == "True" for c in conditions):
-            return
-        time.sleep(0.05)  # poll interval of a deadline loop (tests/polling.py is for tests, this is a fixture)
-    raise AssertionError(f"CRD {name} not Established within 30 s")
+        return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+    wait_until(established, within=30, what=f"CRD {name} Established")
 
 
 @pytest.fixture(scope="session")
@@ -128,8 +135,10 @@ def kube(kube_server: KubeApiServer | None) -> Iterator[KubeEnv]:
     env = KubeEnv(kubeconfig, namespace, f"kg-{_RUN}-{seq}-", real, kube_server)
     client = env.client()
     client.create(Namespace.from_dict({"metadata": {"name": namespace}}))
-    if real:  # pods are refused until the service-account controller has made "default"
-        _wait_for(lambda: _exists(client, ServiceAccount, "default", namespace), 30, "default ServiceAccount")
+    if real:  # pods are refused until the service-account controller has made "default"; and the namespace is
+        # complete once the root CA ConfigMap is there too (it would otherwise turn up in a test's ConfigMap watch)
+        wait_until(lambda: _exists(client, ServiceAccount, "default", namespace), within=30, what="default SA")
+        wait_until(lambda: _exists(client, ConfigMap, "kube-root-ca.crt", namespace), within=30, what="root CA")
     if kube_server is not None:
         kube_server.faults.clear()
     try:
@@ -137,8 +146,10 @@ def kube(kube_server: KubeApiServer | None) -> Iterator[KubeEnv]:
     finally:
         if kube_server is not None:
             kube_server.faults.clear()
+        client = env.client()  # the test may have closed the shared one
         _clean_up(client, env)
         client.close()
+        env._client = None
 
 
 def _exists(client: Client, res: Any, name: str, namespace: str | None = None) -> bool:
@@ -147,14 +158,6 @@ def _exists(client: Client, res: Any, name: str, namespace: str | None = None) -
     except ApiError:
         return False
     return True
-
-
-def _wait_for(check: Any, within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not there within {within} s")
-        time.sleep(0.05)  # poll interval of a deadline loop
 
 
 def _clean_up(client: Client, env: KubeEnv) -> None:
@@ -171,6 +174,11 @@ def _clean_up(client: Client, env: KubeEnv) -> None:
                     client.delete(Pod, pod.metadata.name, namespace=namespace, grace_period=0)  # type: ignore[union-attr]
         with contextlib.suppress(ApiError):
             client.delete(Namespace, namespace)
+    for lease in client.list(Lease, namespace="kube-node-lease"):  # node agents' heartbeats
+        name = lease.metadata.name if lease.metadata else None
+        if name and name.startswith(env.prefix):
+            with contextlib.suppress(ApiError):
+                client.delete(Lease, name, namespace="kube-node-lease")
     for res in (Node, PriorityClass):
         for obj in client.list(res):
             name = obj.metadata.name if obj.metadata else None
@@ -179,4 +187,4 @@ def _clean_up(client: Client, env: KubeEnv) -> None:
                     client.delete(res, name)
 
 
-__all__ = ["KUBECONFIG_ENV", "KubeEnv", "create_global_resource", "kube", "kube_server"]
+__all__ = ["KUBECONFIG_ENV", "KubeEnv", "kube", "kube_server"]

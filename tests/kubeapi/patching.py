@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .codec import clone
 from .status import StatusError, bad_request, unsupported_media_type
 
 MERGE = "application/merge-patch+json"
@@ -194,7 +195,7 @@ def json_patch(target: Any, operations: Any) -> Any:
     """RFC 6902 (add, remove, replace, move, copy, test) on a copy of ``target``."""
     if not isinstance(operations, list):
         raise bad_request("the server rejected our request due to an error in our request: a JSON patch is a list")
-    doc = copy.deepcopy(target)
+    doc = clone(target)
     for op in operations:
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise bad_request(f"the server rejected our request due to an error in our request: bad operation {op!r}")

@@ -9,7 +9,6 @@ manager from tests and bench scripts alike; it must not hold API semantics itsel
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -19,15 +18,18 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
-from . import discovery
+from . import discovery, eventviews
 from .api import Api, Reply, Target
+from .codec import decode, encode
 from .faults import Faults
 from .status import StatusError, internal_error, method_not_allowed, page_not_found
+from .store import Store
 from .watching import serve_watch
 
 T = TypeVar("T")
 
 JSON = "application/json"
+EVENTS_V1 = "events.k8s.io/events"
 _KNOWN_SUBRESOURCES = {"status", "binding", "eviction"}
 
 
@@ -37,7 +39,7 @@ def _answer(code: int, body: bytes, headers: dict[str, str] | None = None) -> we
 
 
 def _error(error: StatusError) -> web.Response:
-    return _answer(error.code, json.dumps(error.body).encode(), error.headers)
+    return _answer(error.code, encode(error.body), error.headers)
 
 
 def write_kubeconfig(path: Path, server: str, namespace: str = "default") -> Path:
@@ -65,7 +67,10 @@ class KubeApiServer:
 
     ``bookmark_interval`` is how often an idle watch that allows bookmarks gets one (the real server: about a
     minute; shorter here so tests see them quickly). ``history_limit`` bounds the watch history (older
-    resourceVersions then answer 410 Gone, as after an etcd compaction)."""
+    resourceVersions then answer 410 Gone, as after an etcd compaction). With ``node_monitor_grace_period`` (seconds;
+    the real controller's default is 40-50) the node lifecycle controller's health check runs too: a Node whose
+    status and kube-node-lease Lease go unrenewed that long turns Ready=Unknown and gets the unreachable taint. It is
+    off by default: test nodes without an agent would otherwise turn Unknown mid-test."""
 
     def __init__(
         self,
@@ -73,8 +78,12 @@ class KubeApiServer:
         *,
         bookmark_interval: float = 1.0,
         history_limit: int = 200_000,
+        node_monitor_grace_period: float | None = None,
     ) -> None:
         self.bookmark_interval = bookmark_interval
+        self.node_monitor_grace_period = node_monitor_grace_period
+        self._monitor: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
         self._kubeconfig_path = kubeconfig
         self._history_limit = history_limit
         self.faults = Faults()
@@ -111,21 +120,42 @@ class KubeApiServer:
         return self
 
     async def _start(self) -> None:
-        self.api = Api()
-        self.api.store._history_limit = self._history_limit
+        self.api = Api(Store(history_limit=self._history_limit))
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        server = site._server
-        assert server is not None and server.sockets
-        self.port = server.sockets[0].getsockname()[1]
+        self.port = int(self._runner.addresses[0][1])
+        if self.node_monitor_grace_period is not None:
+            self._stopping = asyncio.Event()
+            self._monitor = asyncio.get_running_loop().create_task(
+                self._monitor_nodes(self.node_monitor_grace_period, self._stopping)
+            )
+
+    async def _monitor_nodes(self, grace_s: float, stopping: asyncio.Event) -> None:
+        assert self.api is not None
+        period = min(5.0, grace_s / 4)  # node-monitor-period is 5 s on a real controller
+        while True:
+            try:  # one pass per period, until the server stops
+                await asyncio.wait_for(stopping.wait(), timeout=period)
+                return
+            except TimeoutError:
+                self.api.monitor_nodes(grace_s)
 
     def stop(self) -> None:
         if self._loop is None:
             return
+        if self._monitor is not None:
+            monitor = self._monitor
+
+            async def finish_monitor() -> None:
+                self._stopping.set()
+                await monitor
+
+            self._call(finish_monitor)
+            self._monitor = None
         if self.api is not None:
             self._call(self.api.store.close_watches)
         if self._runner is not None:
@@ -202,27 +232,27 @@ class KubeApiServer:
         if request.path in ("/healthz", "/readyz", "/livez"):
             return web.Response(text="ok", content_type="text/plain")
         if parts == ["version"]:
-            return _answer(200, json.dumps(discovery.VERSION).encode())
+            return _answer(200, encode(discovery.VERSION))
         if not parts or parts[0] not in ("api", "apis"):
             raise page_not_found()
         if parts[0] == "api":
             if len(parts) == 1:
-                return _answer(200, json.dumps(discovery.api_versions(f"127.0.0.1:{self.port}")).encode())
+                return _answer(200, encode(discovery.api_versions(f"127.0.0.1:{self.port}")))
             group, version, rest = "", parts[1], parts[2:]
         else:
             if len(parts) == 1:
-                return _answer(200, json.dumps(discovery.api_groups(self.api.catalog)).encode())
+                return _answer(200, encode(discovery.api_groups(self.api.catalog)))
             if len(parts) == 2:
                 doc = discovery.api_group(self.api.catalog, parts[1])
                 if doc is None:
                     raise page_not_found()
-                return _answer(200, json.dumps(doc).encode())
+                return _answer(200, encode(doc))
             group, version, rest = parts[1], parts[2], parts[3:]
         if not rest:
             doc = discovery.resource_list(self.api.catalog, group, version)
             if doc is None:
                 raise page_not_found()
-            return _answer(200, json.dumps(doc).encode())
+            return _answer(200, encode(doc))
         target = self._target(group, version, rest)
         query = dict(request.query)
         verb = self._verb(request.method, target, query)
@@ -230,9 +260,11 @@ class KubeApiServer:
         fault = self.faults.take(resource, verb)
         if fault is not None:
             raise fault
+        body = b"" if verb == "watch" else await request.read()
+        if target.rtype.key == EVENTS_V1:
+            return await self._events_v1(request, verb, target, query, body)
         if verb == "watch":
             return await serve_watch(request, self.api, target, query, self.bookmark_interval)
-        body = await request.read()
         dry_run = query.get("dryRun") == "All"
         result: Reply
         if verb == "list":
@@ -249,6 +281,23 @@ class KubeApiServer:
             result = self.api.delete(target, body, query)
         else:
             result = self.api.delete_collection(target, query)
+        return _answer(result.code, result.body)
+
+    async def _events_v1(
+        self, request: web.Request, verb: str, target: Target, query: dict[str, str], body: bytes
+    ) -> web.StreamResponse:
+        """events.k8s.io/v1: the same stored Events as core/v1, reshaped on the way in and out (api.py)."""
+        assert self.api is not None
+        if verb == "watch":
+            core, query = self.api.events_v1_core(target, query)
+
+            def present(raw: bytes) -> bytes:
+                return encode(eventviews.to_v1(decode(raw)))
+
+            return await serve_watch(
+                request, self.api, core, query, self.bookmark_interval, present, eventviews.API_VERSION
+            )
+        result = self.api.events_v1(verb, target, query, body, request.headers.get("Content-Type", ""))
         return _answer(result.code, result.body)
 
     def _target(self, group: str, version: str, rest: list[str]) -> Target:
@@ -274,11 +323,9 @@ class KubeApiServer:
     def _verb(method: str, target: Target, query: dict[str, str]) -> str:
         collection = target.name is None
         if method == "GET":
-            if query.get("watch") in ("true", "1"):
-                if not collection:
-                    raise method_not_allowed("watch a single object with fieldSelector=metadata.name=NAME")
-                return "watch"
-            return "list" if collection else "get"
+            if not collection:
+                return "get"  # as on the real server, ?watch on a single object's path is a plain get
+            return "watch" if query.get("watch") in ("true", "1") else "list"
         verbs = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
         if method not in verbs:
             raise method_not_allowed()

@@ -41,9 +41,10 @@ def status_body(code: int, reason: str, message: str, details: dict[str, Any] | 
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": reason,
         "code": code,
     }
+    if reason:  # errors the server did not classify carry no reason
+        body["reason"] = reason
     if details is not None:
         body["details"] = details
     return body

@@ -11,17 +11,14 @@ HTTP, admission or selectors.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .codec import encode
+
 Obj = dict[str, Any]
-
-
-def encode(obj: Obj) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -84,17 +85,15 @@ def test_a_main_resource_update_does_not_change_node_status(kube: KubeEnv) -> No
     assert patched.status.capacity["nvidia.com/gpu"] == "8"
 
 
-def test_the_status_subresource_changes_only_status(kube: KubeEnv) -> None:
+def test_the_status_subresource_never_changes_spec(kube: KubeEnv) -> None:
     client = kube.client()
     name = kube.name("n-sub")
     client.create(Node(metadata=ObjectMeta(name=name)))
     patched = client.patch(
-        Node.Status,
-        name,
-        {"metadata": {"labels": {"ignored": "yes"}}, "status": {"allocatable": {"nvidia.com/gpu": "4"}}},
+        Node.Status, name, {"spec": {"unschedulable": True}, "status": {"allocatable": {"nvidia.com/gpu": "4"}}}
     )
     assert patched.status.allocatable == {"nvidia.com/gpu": "4"}
-    assert "ignored" not in (patched.metadata.labels or {})
+    assert not patched.spec.unschedulable
 
 
 def test_nodes_are_selected_by_label(kube: KubeEnv) -> None:
@@ -116,3 +115,69 @@ def test_nodes_are_selected_by_label(kube: KubeEnv) -> None:
     assert names("nvidia.com/gpu.product notin (A100)") == {"b", "c"}
     assert names("nvidia.com/gpu.product") == {"a", "b"}
     assert names("!nvidia.com/gpu.product") == {"c"}
+
+
+def test_a_cordoned_node_gets_the_unschedulable_taint(kube: KubeEnv) -> None:
+    client = kube.client()
+    name = kube.name("n-cordon")
+    client.create(Node(metadata=ObjectMeta(name=name)))
+    client.patch(Node, name, {"spec": {"unschedulable": True}})
+    wait_until(
+        lambda: ("node.kubernetes.io/unschedulable", "NoSchedule") in _taints(kube, name),
+        within=60,
+        what="unschedulable taint",
+    )
+    client.patch(Node, name, {"spec": {"unschedulable": None}})
+    wait_until(
+        lambda: ("node.kubernetes.io/unschedulable", "NoSchedule") not in _taints(kube, name),
+        within=60,
+        what="unschedulable taint gone",
+    )
+
+
+def test_a_node_whose_kubelet_goes_silent_turns_unknown_and_unreachable(tmp_path: Any) -> None:
+    from lightkube import Client, KubeConfig
+    from lightkube.models.coordination_v1 import LeaseSpec
+    from lightkube.resources.coordination_v1 import Lease
+
+    from tests.kubeapi import KubeApiServer
+
+    with KubeApiServer(tmp_path / "kubeconfig", node_monitor_grace_period=2.0) as server:
+        client = Client(config=KubeConfig.from_file(server.kubeconfig))
+        for name in ("silent", "alive"):
+            client.create(Node.from_dict({"metadata": {"name": name}, **_ready("True")}))
+        client.create(
+            Lease(
+                metadata=ObjectMeta(name="alive", namespace="kube-node-lease"),
+                spec=LeaseSpec(holderIdentity="alive", leaseDurationSeconds=40),
+            )
+        )
+
+        def ready(name: str) -> str:
+            node = client.get(Node, name)
+            return next(c.status for c in node.status.conditions if c.type == "Ready")
+
+        def renew() -> None:  # as a node agent renews its Lease
+            stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            client.patch(Lease, "alive", {"spec": {"renewTime": stamp}}, namespace="kube-node-lease")
+
+        def silent_is_unknown() -> bool:
+            renew()
+            return ready("silent") == "Unknown"
+
+        wait_until(silent_is_unknown, within=30, what="the silent node Unknown")
+        node = client.get(Node, "silent")
+        taints = {(t.key, t.effect) for t in node.spec.taints or []}
+        assert ("node.kubernetes.io/unreachable", "NoSchedule") in taints
+        assert next(c for c in node.status.conditions if c.type == "Ready").reason == "NodeStatusUnknown"
+        renew()
+        assert ready("alive") == "True"
+        client.patch(Node.Status, "silent", _ready("True"))  # the kubelet is back
+        wait_until(
+            lambda: (
+                ("node.kubernetes.io/unreachable", "NoSchedule")
+                not in {(t.key, t.effect) for t in client.get(Node, "silent").spec.taints or []}
+            ),
+            within=30,
+            what="taint lifted",
+        )

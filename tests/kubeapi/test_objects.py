@@ -124,9 +124,18 @@ def test_update_without_a_resource_version_is_unconditional(kube: KubeEnv) -> No
 def test_update_keeps_uid_and_creation_timestamp(kube: KubeEnv) -> None:
     client = kube.client()
     created = client.create(ConfigMap(metadata=ObjectMeta(name="keep")))
-    updated = client.replace(ConfigMap(metadata=ObjectMeta(name="keep", uid="forged"), data={"x": "y"}))
+    updated = client.replace(ConfigMap(metadata=ObjectMeta(name="keep"), data={"x": "y"}))
     assert updated.metadata.uid == created.metadata.uid
     assert updated.metadata.creationTimestamp == created.metadata.creationTimestamp
+
+
+def test_an_update_that_changes_the_uid_is_422(kube: KubeEnv) -> None:
+    client = kube.client()
+    client.create(ConfigMap(metadata=ObjectMeta(name="uid")))
+    with pytest.raises(ApiError) as caught:
+        client.replace(ConfigMap(metadata=ObjectMeta(name="uid", uid="6a5f3c2e-0000-4000-8000-000000000000")))
+    assert caught.value.status.code == 422
+    assert "metadata.uid" in caught.value.status.message and "field is immutable" in caught.value.status.message
 
 
 def test_update_of_a_missing_object_is_404(kube: KubeEnv) -> None:
@@ -215,3 +224,28 @@ def test_bad_json_is_400_bad_request(kube: KubeEnv) -> None:
     )
     assert answer.status_code == 400
     assert answer.json()["kind"] == "Status"
+
+
+def test_server_side_apply_creates_then_updates(kube: KubeEnv) -> None:
+    client = kube.client(field_manager="kubegpu-test")
+    applied = client.apply(ConfigMap(metadata=ObjectMeta(name="ssa"), data={"a": "1"}))
+    assert applied.data == {"a": "1"}
+    again = client.apply(ConfigMap(metadata=ObjectMeta(name="ssa"), data={"a": "2"}))
+    assert again.data == {"a": "2"}
+    assert again.metadata.uid == applied.metadata.uid
+
+
+def test_closing_the_shared_client_is_harmless(kube: KubeEnv) -> None:
+    kube.client().close()
+    kube.client().create(ConfigMap(metadata=ObjectMeta(name="after-close")))
+    assert kube.client().get(ConfigMap, "after-close").metadata.name == "after-close"
+
+
+def test_creating_an_object_that_carries_a_resource_version_is_refused(kube: KubeEnv) -> None:
+    client = kube.client()
+    fetched = client.create(ConfigMap(metadata=ObjectMeta(name="orig")))
+    copy = ConfigMap(metadata=ObjectMeta(name="copy", resourceVersion=fetched.metadata.resourceVersion))
+    with pytest.raises(ApiError) as caught:
+        client.create(copy)
+    assert caught.value.status.code == 500
+    assert caught.value.status.message == "resourceVersion should not be set on objects to be created"

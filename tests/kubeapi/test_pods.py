@@ -250,3 +250,63 @@ def test_pods_are_selected_by_node_name_scheduler_name_and_phase(kube: KubeEnv) 
         params={"fieldSelector": "spec.schedulerName==gpu-scheduler,status.phase!=Running"},
     )
     assert [i["metadata"]["name"] for i in raw.json()["items"]] == ["p-a"]
+
+
+def test_requests_above_limits_are_422(kube: KubeEnv) -> None:
+    bad = Pod.from_dict(
+        {
+            "metadata": {"name": "greedy"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "busybox:1.36",
+                        "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1500m"}},
+                    }
+                ]
+            },
+        }
+    )
+    with pytest.raises(ApiError) as caught:
+        kube.client().create(bad)
+    assert caught.value.status.code == 422
+    assert "must be less than or equal to cpu limit of 1500m" in caught.value.status.message
+
+
+def test_equal_quantities_in_other_spellings_are_accepted(kube: KubeEnv) -> None:
+    ok = Pod.from_dict(
+        {
+            "metadata": {"name": "spelled"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "busybox:1.36",
+                        "resources": {
+                            "requests": {"cpu": "1", "nvidia.com/gpu": "1"},
+                            "limits": {"cpu": "1000m", "nvidia.com/gpu": "1"},
+                        },
+                    }
+                ]
+            },
+        }
+    )
+    assert kube.client().create(ok).metadata.name == "spelled"
+
+
+def test_a_binding_for_another_incarnation_of_the_pod_is_409(kube: KubeEnv) -> None:
+    client = kube.client()
+    old_uid = client.create(pod("again")).metadata.uid
+    client.delete(Pod, "again")
+    client.create(pod("again"))
+    answer = kube.http().post(
+        f"/api/v1/namespaces/{kube.namespace}/pods/again/binding",
+        json={
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": "again", "uid": old_uid},
+            "target": {"kind": "Node", "name": kube.name("n")},
+        },
+    )
+    assert answer.status_code == 409 and "Precondition failed: UID in precondition" in answer.json()["message"]
+    assert client.get(Pod, "again").spec.nodeName is None

@@ -207,3 +207,45 @@ async def test_close_watches_ends_open_streams(kube: KubeEnv) -> None:
     task = asyncio.create_task(asyncio.to_thread(watch_until_closed))
     await eventually(lambda: server.close_watches() > 0 or task.done(), within=10, what="a watch to close")
     assert await asyncio.wait_for(task, 10) == "ended"
+
+
+def test_send_initial_events_lists_then_marks_the_end_with_a_bookmark(kube: KubeEnv) -> None:
+    kube.client().create(ConfigMap(metadata=ObjectMeta(name="initial")))
+    if kube.real:  # WatchList is a feature gate on real servers (beta since 1.32); skip where it is off
+        probe = kube.http().get(
+            f"/api/v1/namespaces/{kube.namespace}/configmaps",
+            params={
+                "watch": "true",
+                "sendInitialEvents": "true",
+                "resourceVersionMatch": "NotOlderThan",
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": "1",
+            },
+        )
+        if probe.status_code != 200:
+            pytest.skip(f"the cluster refuses sendInitialEvents ({probe.status_code})")
+    events = _watch_lines(
+        kube,
+        {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": "true"},
+        lambda evs: any(e["type"] == "BOOKMARK" for e in evs),
+    )
+    assert ("ADDED", "initial") in [(e["type"], e["object"]["metadata"].get("name")) for e in events]
+    end = next(e for e in events if e["type"] == "BOOKMARK")
+    assert end["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+def test_a_watch_that_times_out_ends_with_a_bookmark_when_allowed(kube: KubeEnv) -> None:
+    kube.require_server()  # a real server sends it shortly before the end; both give the latest resourceVersion
+    created = kube.client().create(ConfigMap(metadata=ObjectMeta(name="last")))
+    events = _watch_lines(
+        kube,
+        {"resourceVersion": created.metadata.resourceVersion, "allowWatchBookmarks": "true", "timeoutSeconds": "1"},
+        lambda evs: False,
+    )
+    assert events and events[-1]["type"] == "BOOKMARK"
+
+
+def test_watch_on_a_single_objects_path_is_a_plain_get(kube: KubeEnv) -> None:
+    kube.client().create(ConfigMap(metadata=ObjectMeta(name="single")))
+    answer = kube.http().get(f"/api/v1/namespaces/{kube.namespace}/configmaps/single", params={"watch": "true"})
+    assert answer.status_code == 200 and answer.json()["metadata"]["name"] == "single"

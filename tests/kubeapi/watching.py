@@ -10,13 +10,14 @@ change objects; it reads the store and its subscription queue only.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from .api import Api, Target
+from .codec import decode, encode
 from .selectors import (
     FieldRequirement,
     Requirement,
@@ -25,7 +26,7 @@ from .selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from .status import bad_request, gone
+from .status import StatusError, bad_request, gone
 from .store import Event, Gone, Obj
 
 
@@ -59,8 +60,16 @@ def _translate(event: Event, matches: _Filter) -> str | None:
 
 
 async def serve_watch(
-    request: web.Request, api: Api, target: Target, query: dict[str, str], bookmark_interval: float
+    request: web.Request,
+    api: Api,
+    target: Target,
+    query: dict[str, str],
+    bookmark_interval: float,
+    present: Callable[[bytes], bytes] | None = None,
+    present_as: str | None = None,
 ) -> web.StreamResponse:
+    """Stream the watch. ``present`` reshapes each object for another view of the same kind (events.k8s.io/v1 of
+    core/v1 Events) whose apiVersion ``present_as`` names."""
     labels = parse_label_selector(query.get("labelSelector"))
     fields = parse_field_selector(query.get("fieldSelector"), target.rtype.plural)
     matches = _Filter(labels, fields)
@@ -73,6 +82,14 @@ async def serve_watch(
     except ValueError:
         raise bad_request(f"invalid timeoutSeconds {timeout!r}") from None
     rv_param = query.get("resourceVersion")
+    # WatchList (sendInitialEvents): the current state as ADDED events, then a bookmark marking their end.
+    initial_events = query.get("sendInitialEvents") in ("true", "1")
+    if initial_events:
+        if query.get("resourceVersionMatch") != "NotOlderThan":
+            raise invalid_watch("sendInitialEvents", "resourceVersionMatch must be NotOlderThan")
+        if not bookmarks:
+            raise invalid_watch("allowWatchBookmarks", "sendInitialEvents requires allowWatchBookmarks=true")
+        rv_param = None
     if rv_param not in (None, "", "0"):
         try:
             start_rv = int(rv_param or 0)
@@ -81,8 +98,12 @@ async def serve_watch(
     else:
         start_rv = None
 
-    api_version = rtype.api_version(target.version)
+    api_version = present_as or rtype.api_version(target.version)
     store = api.store
+
+    def shaped(raw: bytes) -> bytes:
+        return present(raw) if present is not None else _at_version(raw, rtype.custom, api_version)
+
     subscription = store.subscribe(rtype.key, namespace)
     backlog: list[tuple[str, bytes]] = []
     error: bytes | None = None
@@ -98,7 +119,7 @@ async def serve_watch(
                     backlog.append((seen, event.raw))
                 last_rv = event.rv
         except Gone as expired:
-            error = json.dumps(gone(expired.requested, expired.oldest).body).encode()
+            error = encode(gone(expired.requested, expired.oldest).body)
         last_rv = max(last_rv, store.rv) if error is None else last_rv
 
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
@@ -109,7 +130,9 @@ async def serve_watch(
             await response.write(_line("ERROR", error))
             return response
         for event_type, raw in backlog:
-            await response.write(_line(event_type, _at_version(raw, rtype.custom, api_version)))
+            await response.write(_line(event_type, shaped(raw)))
+        if initial_events:
+            await response.write(_line("BOOKMARK", _bookmark(api_version, rtype.kind, last_rv, initial_end=True)))
         next_bookmark = time.monotonic() + bookmark_interval
         while True:
             now = time.monotonic()
@@ -123,6 +146,9 @@ async def serve_watch(
             except TimeoutError:
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:
+                    if bookmarks:  # as the watch cache does: the latest resourceVersion before the stream ends
+                        last_rv = max(last_rv, store.rv)
+                        await response.write(_line("BOOKMARK", _bookmark(api_version, rtype.kind, last_rv)))
                     return response
                 if bookmarks:
                     last_rv = max(last_rv, store.rv)
@@ -136,23 +162,30 @@ async def serve_watch(
             last_rv = item.rv
             seen = _translate(item, matches)
             if seen:
-                await response.write(_line(seen, _at_version(item.raw, rtype.custom, api_version)))
+                await response.write(_line(seen, shaped(item.raw)))
     except (ConnectionResetError, asyncio.CancelledError):
         return response
     finally:
         store.unsubscribe(subscription)
 
 
-def _bookmark(api_version: str, kind: str, rv: int) -> bytes:
-    body: dict[str, Any] = {"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": str(rv)}}
-    return json.dumps(body, separators=(",", ":")).encode()
+def invalid_watch(field: str, why: str) -> StatusError:
+    return StatusError(422, "Invalid", f'ListOptions.meta.k8s.io "" is invalid: {field}: Forbidden: {why}')
+
+
+def _bookmark(api_version: str, kind: str, rv: int, initial_end: bool = False) -> bytes:
+    meta: dict[str, Any] = {"resourceVersion": str(rv)}
+    if initial_end:
+        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    body: dict[str, Any] = {"kind": kind, "apiVersion": api_version, "metadata": meta}
+    return encode(body)
 
 
 def _at_version(raw: bytes, custom: bool, api_version: str) -> bytes:
     if not custom:
         return raw
-    obj = json.loads(raw)
+    obj = decode(raw)
     if obj.get("apiVersion") == api_version:
         return raw
     obj["apiVersion"] = api_version
-    return json.dumps(obj, separators=(",", ":")).encode()
+    return encode(obj)

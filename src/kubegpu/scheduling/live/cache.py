@@ -1,0 +1,204 @@
+"""The scheduler's cache: every node's allocatable and what the pods on it request, as numpy tables.
+
+Owns :class:`SchedulerCache`: nodes by name; per node and per resource
+allocatable and requested (plus the non-zero CPU/memory kube-scheduler scores
+with); which GPUs (by index) each pod holds; pods counted on a node whether
+the API says they are bound or the scheduler has only assumed them (chosen,
+binding in flight); and the static-filter masks per pod constraint, kept
+until a node changes. Pods on a node the cache does not know yet are kept and
+counted once the node appears. Must not choose nodes and does no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from kubegpu.scheduling.live import filters, resources
+from kubegpu.scheduling.live.objects import NodeInfo, PodInfo
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+#: Columns every table has, in the order kube-scheduler's Fits checks them.
+BASE_COLUMNS = (resources.PODS, resources.CPU, resources.MEMORY, "ephemeral-storage", resources.GPU)
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """A pod counted on a node: bound (the API says so) or assumed (binding in flight)."""
+
+    pod: PodInfo
+    node: str
+    gpus: tuple[int, ...]
+    assumed: bool
+
+
+@dataclass
+class StaticMask:
+    ok: BoolArray
+    reasons: dict[str, int]
+
+
+class SchedulerCache:
+    """Nodes and the pods counted on them."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeInfo] = {}
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.columns: list[str] = list(BASE_COLUMNS)
+        self.column: dict[str, int] = {c: i for i, c in enumerate(self.columns)}
+        self.allocatable: IntArray = np.zeros((0, len(self.columns)), dtype=np.int64)
+        self.requested: IntArray = np.zeros((0, len(self.columns)), dtype=np.int64)
+        self.non_zero: IntArray = np.zeros((0, 2), dtype=np.int64)  # cpu, memory
+        self.placed: dict[str, Placed] = {}
+        self.on_node: dict[str, dict[str, Placed]] = {}
+        self.gpus_used: dict[str, set[int]] = {}
+        self.generation = 0
+        self._static: dict[tuple[object, ...], StaticMask] = {}
+
+    # --- nodes ----------------------------------------------------------------------------
+
+    def set_node(self, node: NodeInfo) -> None:
+        """Add or update a node."""
+        old = self.nodes.get(node.name)
+        self.nodes[node.name] = node
+        self.generation += 1
+        self._static.clear()
+        new_columns = [r for r in node.allocatable if r not in self.column]
+        if old is None or new_columns:
+            for r in new_columns:
+                self.column[r] = len(self.columns)
+                self.columns.append(r)
+            self._rebuild()
+            return
+        row = self.index[node.name]
+        self.allocatable[row] = self._vector(node.allocatable)
+
+    def remove_node(self, name: str) -> None:
+        if self.nodes.pop(name, None) is None:
+            return
+        self.generation += 1
+        self._static.clear()
+        self._rebuild()
+
+    def _vector(self, values: dict[str, int]) -> IntArray:
+        vec = np.zeros(len(self.columns), dtype=np.int64)
+        for r, v in values.items():
+            col = self.column.get(r)
+            if col is not None:
+                vec[col] = v
+        return vec
+
+    def _rebuild(self) -> None:
+        self.names = sorted(self.nodes)
+        self.index = {n: i for i, n in enumerate(self.names)}
+        size, width = len(self.names), len(self.columns)
+        self.allocatable = np.zeros((size, width), dtype=np.int64)
+        self.requested = np.zeros((size, width), dtype=np.int64)
+        self.non_zero = np.zeros((size, 2), dtype=np.int64)
+        for i, name in enumerate(self.names):
+            self.allocatable[i] = self._vector(self.nodes[name].allocatable)
+        for placed in self.placed.values():
+            self._count(placed, +1)
+
+    # --- pods -----------------------------------------------------------------------------
+
+    def _count(self, placed: Placed, sign: int) -> None:
+        row = self.index.get(placed.node)
+        if row is None:
+            return  # its node is not known (yet): counted when the node appears
+        pod = placed.pod
+        for r, v in pod.requests.items():
+            col = self.column.get(r)
+            if col is None:
+                self.column[r] = len(self.columns)
+                self.columns.append(r)
+                self._rebuild()
+                return
+            self.requested[row, col] += sign * v
+        self.requested[row, 0] += sign  # the pod itself, against allocatable "pods"
+        self.non_zero[row, 0] += sign * pod.non_zero.get(resources.CPU, resources.DEFAULT_MILLI_CPU_REQUEST)
+        self.non_zero[row, 1] += sign * pod.non_zero.get(resources.MEMORY, resources.DEFAULT_MEMORY_REQUEST)
+
+    def add_pod(self, pod: PodInfo, node: str, gpus: Iterable[int] = (), assumed: bool = False) -> None:
+        """Count ``pod`` on ``node`` holding ``gpus`` (replacing what was counted for it before)."""
+        self.remove_pod(pod.uid)
+        placed = Placed(pod, node, tuple(gpus), assumed)
+        self.placed[pod.uid] = placed
+        self.on_node.setdefault(node, {})[pod.uid] = placed
+        self.gpus_used.setdefault(node, set()).update(placed.gpus)
+        self._count(placed, +1)
+
+    def remove_pod(self, uid: str) -> Placed | None:
+        placed = self.placed.pop(uid, None)
+        if placed is None:
+            return None
+        self.on_node.get(placed.node, {}).pop(uid, None)
+        self.gpus_used.get(placed.node, set()).difference_update(placed.gpus)
+        self._count(placed, -1)
+        return placed
+
+    def gpu_indices_of(self, pod: PodInfo, node: str) -> tuple[int, ...]:
+        """The GPU indices a bound pod holds, from its device annotation and the node's device IDs."""
+        info = self.nodes.get(node)
+        if info is None or not pod.gpu_devices:
+            return ()
+        ids = {info.gpu_id(i): i for i in range(info.gpu_count)}
+        return tuple(ids[d] for d in pod.gpu_devices if d in ids)
+
+    def free_gpus(self, node: str) -> list[int]:
+        """Indices of the node's GPUs no counted pod holds, lowest first."""
+        info = self.nodes[node]
+        used = self.gpus_used.get(node, set())
+        free = [i for i in range(info.gpu_count) if i not in used]
+        # GPUs counted by pods whose devices are unknown (bound by another scheduler) come off the top.
+        unknown = int(self.requested[self.index[node], self.column[resources.GPU]]) - len(used)
+        return free[: max(0, len(free) - max(0, unknown))]
+
+    # --- filters ------------------------------------------------------------------------------
+
+    def static_mask(self, pod: PodInfo, enabled: tuple[str, ...] = filters.STATIC_FILTERS) -> StaticMask:
+        """Which nodes pass the static filters for ``pod``, and how many each reason rejected."""
+        key = (*filters.constraint_key(pod), enabled)
+        mask = self._static.get(key)
+        if mask is None:
+            ok = np.ones(len(self.names), dtype=np.bool_)
+            reasons: dict[str, int] = {}
+            for i, name in enumerate(self.names):
+                reason = filters.static_reason(pod, self.nodes[name], enabled)
+                if reason is not None:
+                    ok[i] = False
+                    reasons[reason] = reasons.get(reason, 0) + 1
+            mask = self._static[key] = StaticMask(ok, reasons)
+        return mask
+
+    def resource_fit(self, pod: PodInfo, candidates: BoolArray) -> tuple[BoolArray, dict[str, int]]:
+        """Nodes among ``candidates`` with room for the pod's requests, and the Insufficient reasons counted.
+
+        A node short of several resources counts once under each, as kube-scheduler's
+        NodeResourcesFit reports them.
+        """
+        free = self.allocatable - self.requested
+        fits = candidates.copy()
+        reasons: dict[str, int] = {}
+        short = free[:, 0] < 1
+        if short.any():
+            hit = int((short & candidates).sum())
+            if hit:
+                reasons["Too many pods"] = hit
+            fits &= ~short
+        for r, want in pod.requests.items():
+            if want <= 0:
+                continue
+            col = self.column.get(r)
+            short = np.ones(len(self.names), dtype=np.bool_) if col is None else free[:, col] < want
+            hit = int((short & candidates).sum())
+            if hit:
+                reasons[f"Insufficient {r}"] = hit
+            fits &= ~short
+        return fits, reasons

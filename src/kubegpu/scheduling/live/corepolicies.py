@@ -1,0 +1,125 @@
+"""kubegpu's own policies (``Lookahead``, ``FGD``) as score plugins of the live scheduler, through the core.
+
+Owns :class:`CorePolicyScore`: it keeps a :class:`kubegpu.scheduling.cluster.ClusterState` mirror of the live
+cache (nodes in the cache's order, so node indices agree; every counted pod bound on the GPUs it holds) in step
+with it — rebuilt when the node set changes, otherwise pods bound and unbound by difference — and asks the
+core's score plugin (:class:`~kubegpu.scheduling.lookahead.LookaheadScore`,
+:class:`~kubegpu.scheduling.fgd.FgdScore`) for the nodes' scores. The target workload these policies weigh is
+built from every pod the cache counts (plus the pod being placed) and refreshed every ``REFRESH`` decisions. Units
+as in the core: CPU milli, memory MiB (rounded up), whole GPUs as 1000 GPU-milli each. Must not filter, choose
+GPUs or do I/O.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kubegpu.scheduling import fgd, lookahead
+from kubegpu.scheduling.cluster import ClusterState
+from kubegpu.scheduling.errors import SchedulingError
+from kubegpu.scheduling.fragmentation import CompiledWorkload
+from kubegpu.scheduling.framework import ScorePlugin
+from kubegpu.scheduling.live import resources
+from kubegpu.scheduling.live.cache import IntArray, SchedulerCache
+from kubegpu.scheduling.live.objects import GPU_PRODUCT_LABEL, PodInfo
+from kubegpu.scheduling.model import MILLI, NodeSpec, PodSpec
+from kubegpu.scheduling.workload import TargetWorkload
+
+MIB = 1024 * 1024
+#: Decisions between rebuilds of the policy's workload model.
+REFRESH = 256
+#: Score plugin name -> core policy.
+POLICIES = ("Lookahead", "FGD")
+
+
+def pod_spec(pod: PodInfo) -> PodSpec:
+    """A live pod as the core sees it (whole GPUs only)."""
+    gpus = pod.gpus
+    return PodSpec(
+        name=pod.uid,
+        cpu_milli=pod.requests.get(resources.CPU, 0),
+        memory_mib=math.ceil(pod.requests.get(resources.MEMORY, 0) / MIB),
+        num_gpu=gpus,
+        gpu_milli=MILLI if gpus else 0,
+    )
+
+
+class CorePolicyScore:
+    """One of kubegpu's policies scoring live nodes."""
+
+    def __init__(self, policy: str) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"unknown kubegpu policy {policy!r} (choose from {', '.join(POLICIES)})")
+        self.name = policy
+        self._state: ClusterState | None = None
+        self._generation = -1
+        self._plugin: ScorePlugin | None = None
+        self._decisions = 0
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CorePolicyScore) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def _sync(self, cache: SchedulerCache) -> ClusterState | None:
+        if not cache.names:
+            return None
+        if self._state is None or self._generation != cache.generation:
+            nodes = []
+            for name in cache.names:
+                info = cache.nodes[name]
+                count = info.gpu_count
+                nodes.append(
+                    NodeSpec(
+                        name,
+                        info.allocatable.get(resources.CPU, 0),
+                        info.allocatable.get(resources.MEMORY, 0) // MIB,
+                        count,
+                        (info.labels.get(GPU_PRODUCT_LABEL) or "unknown") if count else "",
+                    )
+                )
+            self._state = ClusterState(nodes)
+            self._generation = cache.generation
+            self._plugin = None
+        state = self._state
+        for uid in [u for u in state.bindings if u not in cache.placed]:
+            state.unbind(uid)
+        for uid, placed in cache.placed.items():
+            if uid in state.bindings or placed.node not in state.index:
+                continue
+            spec = pod_spec(placed.pod)
+            node = state.index[placed.node]
+            gpus = list(placed.gpus)
+            if len(gpus) < spec.num_gpu:  # devices unknown: the lowest free GPUs stand in
+                free = [int(g) for g in np.flatnonzero(state.gpu_free[node, : state.gpu_count[node]] == MILLI)]
+                gpus += [g for g in free if g not in gpus][: spec.num_gpu - len(gpus)]
+            try:
+                state.bind(spec, node, gpus)
+            except SchedulingError:
+                continue  # over the node's allocatable (bound by someone who ignores it): not counted here
+        return state
+
+    def _build(self, cache: SchedulerCache, state: ClusterState, extra: PodSpec) -> ScorePlugin | None:
+        pods = [pod_spec(p.pod) for p in cache.placed.values()] + [extra]
+        try:
+            if self.name == "FGD":
+                return fgd.FgdScore(CompiledWorkload(TargetWorkload.from_pods(pods), state.models))
+            return lookahead.LookaheadScore(lookahead.LookaheadModel.from_pods(pods, state.models))
+        except SchedulingError:
+            return None  # no GPU pod seen yet: nothing to weigh
+
+    def score(self, cache: SchedulerCache, pod: PodInfo, nodes: IntArray) -> IntArray:
+        state = self._sync(cache)
+        if state is None:
+            return np.zeros(len(nodes), dtype=np.int64)
+        spec = pod_spec(pod)
+        self._decisions += 1
+        if self._plugin is None or self._decisions % REFRESH == 0:
+            self._plugin = self._build(cache, state, spec)
+        if self._plugin is None:
+            return np.zeros(len(nodes), dtype=np.int64)
+        raw = self._plugin.score(state, spec, nodes)
+        return self._plugin.normalize(raw)

@@ -1,0 +1,121 @@
+"""One scheduling cycle for one pod, as kube-scheduler runs it: filter, score, select, choose GPUs.
+
+Owns :class:`Profile` (a schedulerName with its filters, weighted score
+plugins and percentageOfNodesToScore), :func:`nodes_to_find` (kube-scheduler's
+adaptive sample size), :class:`Cycle` (the rotating start index and the seeded
+tie-break between equal best nodes) and :class:`FitError`, whose message is
+kube-scheduler's "0/N nodes are available: ..." summary with reasons counted
+and sorted as it sorts them. Whole GPUs inside the chosen node are the lowest
+free indices. Must not change the cache (the caller assumes the placement)
+and does no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kubegpu.scheduling.live import filters
+from kubegpu.scheduling.live.cache import SchedulerCache
+from kubegpu.scheduling.live.objects import PodInfo
+from kubegpu.scheduling.live.scoring import LiveScorePlugin, NodeResourcesFit, node_score
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_PERCENTAGE = 5
+BASE_PERCENTAGE = 50
+
+
+@dataclass(frozen=True)
+class Profile:
+    scheduler_name: str
+    static_filters: tuple[str, ...] = filters.STATIC_FILTERS
+    resource_filter: bool = True
+    scorers: tuple[tuple[LiveScorePlugin, int], ...] = ((NodeResourcesFit(), 1),)
+    #: 0 means kube-scheduler's adaptive default.
+    percentage_of_nodes_to_score: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    pod: PodInfo
+    node: str
+    gpus: tuple[int, ...]
+    score: int
+
+
+@dataclass(frozen=True)
+class FitError:
+    """No node fits: how many nodes there are and how many each reason rejected."""
+
+    pod: PodInfo
+    nodes: int
+    reasons: dict[str, int] = field(default_factory=dict)
+    post_filter: str = ""
+
+    @property
+    def message(self) -> str:
+        text = f"0/{self.nodes} nodes are available:"
+        parts = sorted(f"{count} {reason}" for reason, count in self.reasons.items())
+        if parts:
+            text += f" {', '.join(parts)}."
+        if self.post_filter:
+            text += f" {self.post_filter}."
+        return text
+
+
+def nodes_to_find(percentage: int, total: int) -> int:
+    """How many feasible nodes kube-scheduler looks for before scoring (numFeasibleNodesToFind)."""
+    if total < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:
+        return total
+    if percentage <= 0:
+        percentage = max(MIN_FEASIBLE_PERCENTAGE, BASE_PERCENTAGE - total // 125)
+    return max(MIN_FEASIBLE_NODES_TO_FIND, total * percentage // 100)
+
+
+class Cycle:
+    """Scheduling cycles over one cache: the rotating start node and the tie-break generator."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.next_start = 0
+
+    def feasible(self, cache: SchedulerCache, profile: Profile, pod: PodInfo) -> tuple[np.ndarray, dict[str, int]]:
+        """Indices of every node that can take the pod, and the rejection reasons counted."""
+        mask = cache.static_mask(pod, profile.static_filters)
+        reasons = dict(mask.reasons)
+        ok = mask.ok
+        if profile.resource_filter:
+            ok, short = cache.resource_fit(pod, ok)
+            for reason, count in short.items():
+                reasons[reason] = reasons.get(reason, 0) + count
+        return np.flatnonzero(ok), reasons
+
+    def schedule(self, cache: SchedulerCache, profile: Profile, pod: PodInfo) -> Placement | FitError:
+        total = len(cache.names)
+        if total == 0:
+            return FitError(pod, 0)
+        feasible, reasons = self.feasible(cache, profile, pod)
+        if len(feasible) == 0:
+            return FitError(pod, total, reasons)
+        want = nodes_to_find(profile.percentage_of_nodes_to_score, total)
+        if len(feasible) > want:
+            # Examine nodes from the rotating start, as kube-scheduler does, and keep the first `want` that fit.
+            rotated = (feasible - self.next_start) % total
+            order = np.argsort(rotated, kind="stable")
+            chosen = feasible[order[:want]]
+            self.next_start = (self.next_start + int(rotated[order[want - 1]]) + 1) % total
+        else:
+            chosen = feasible
+            self.next_start = (self.next_start + total) % total
+        if len(chosen) == 1:
+            best, score = int(chosen[0]), 0
+        else:
+            scores = node_score(profile.scorers, cache, pod, chosen)
+            top = int(scores.max())
+            ties = np.flatnonzero(scores == top)
+            best = int(chosen[ties[0] if len(ties) == 1 else ties[self.rng.integers(len(ties))]])
+            score = top
+        node = cache.names[best]
+        gpus = tuple(cache.free_gpus(node)[: pod.gpus]) if pod.gpus else ()
+        return Placement(pod, node, gpus, score)
