@@ -43,7 +43,7 @@ from kubegpu.scheduling.framework import MAX_NODE_SCORE
 from kubegpu.scheduling.lookahead import LookaheadScore
 from kubegpu.scheduling.model import MILLI, NodeSpec, PodSpec
 from kubegpu.scheduling.policies import PolicyOptions
-from kubegpu.scheduling.simulator import prepare_workload, simulate
+from kubegpu.scheduling.simulator import simulate
 from kubegpu.scheduling.trace import read_nodes
 
 OLD = PolicyOptions(demand_weighted=False, scarcity=False)
@@ -134,7 +134,6 @@ def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, see
     options = OLD if policy == "lookahead-old" else None
     name = "lookahead" if policy.startswith("lookahead") else policy
     capacity = MILLI * sum(n.gpus for n in nodes)
-    order = prepare_workload(pods, capacity, np.random.default_rng(seed))
     gpu_pods = [p for p in pods if p.num_gpu]
     min_cpu = min(p.cpu_milli for p in gpu_pods)
     min_mem = min(p.memory_mib for p in gpu_pods)
@@ -148,8 +147,6 @@ def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, see
     recorder: list[_Terms] = []
 
     def observe(i: int, pod: PodSpec, state: ClusterState) -> None:
-        if not recorder and policy.startswith("lookahead"):
-            pass
         seen["arrived"] = int(seen["arrived"]) + pod.total_gpu_milli  # type: ignore[call-overload]
         load = 100 * int(seen["arrived"]) / capacity  # type: ignore[call-overload]
         before_gpu, before_cpu = seen["gpu"], seen["cpu"]
@@ -202,7 +199,6 @@ def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, see
         result = simulate(nodes, pods, name, seed, options=options, observer=observe)
     finally:
         la.LookaheadScore.__init__ = original  # type: ignore[method-assign]
-    del order
     return {
         "u100": result.unallocated_at(100),
         "failed": dict(failed),
