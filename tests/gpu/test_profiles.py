@@ -151,3 +151,11 @@ def test_a_shipped_profile_is_parsed_once_and_a_profile_file_at_every_load(tmp_p
     first = profiles.load(str(copy))
     copy.write_text(copy.read_text().replace("dgx-a100", "mine"))
     assert profiles.load(str(copy)).name != first.name
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x80binary", b"[" * 5000], ids=["binary", "deeply-nested"])
+def test_a_file_that_is_not_a_profile_is_a_profile_error(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_bytes(content)
+    with pytest.raises(errors.ProfileError, match=str(path)):
+        profiles.load(str(path))

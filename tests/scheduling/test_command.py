@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from kubegpu.scheduling import command
 from kubegpu.scheduling.policies import POLICIES
 
 
@@ -71,15 +74,19 @@ def test_trace_files_are_used_when_given(tmp_path: Path) -> None:
     assert json.loads(done.stdout.splitlines()[-1])["pods"] >= 9
 
 
+NODES = "sn,cpu_milli,memory_mib,gpu,model\nn1,32000,65536,2,T4\n"
+
+
 def test_malformed_trace_exits_2_naming_file_line_and_column(tmp_path: Path) -> None:
+    (tmp_path / "n.csv").write_text(NODES)
     (tmp_path / "bad.csv").write_text(
         "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,0,1,500\np2,1000,0,1,lots\n"
     )
-    done = simulate(tmp_path, "--trace-pods", "bad.csv")
+    done = simulate(tmp_path, "--trace-nodes", "n.csv", "--trace-pods", "bad.csv")
     assert done.returncode == 2
     assert "bad.csv:3: column 'gpu_milli': 'lots' is not a number" in done.stderr
     (tmp_path / "nocol.csv").write_text("name,cpu_milli,num_gpu,gpu_milli\np1,1000,1,500\n")
-    done = simulate(tmp_path, "--trace-pods", "nocol.csv")
+    done = simulate(tmp_path, "--trace-nodes", "n.csv", "--trace-pods", "nocol.csv")
     assert done.returncode == 2 and "nocol.csv:1: column 'memory_mib': missing from the header" in done.stderr
 
 
@@ -115,3 +122,43 @@ def test_lookahead_knobs_run_and_bad_values_exit_2_naming_the_flag(tmp_path: Pat
     assert done.returncode == 2 and "--horizon must be at least 1 pod, got 0" in done.stderr
     done = simulate(tmp_path, "--gap-weight", "-1")
     assert done.returncode == 2 and "--gap-weight must be a non-negative number, got -1.0" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--seed", "-1"], "--seed must be a non-negative integer, got -1"),
+        (["--scale", "1e9"], "--scale must be within (0, 100], got 1000000000.0"),
+        (["--seeds", "3,-2"], "is not a seed or a range"),
+        (["--trace-nodes", "n.csv"], "--trace-nodes and --trace-pods go together"),
+        (["--trace-pods", "p.csv"], "--trace-nodes and --trace-pods go together"),
+        (["--name", "../escape"], "--name must be a file name without '/', got '../escape'"),
+        (["--name", ".."], "--name must be a file name without '/'"),
+        (["--trace-nodes", "nogpu.csv", "--trace-pods", "p.csv"], "nogpu.csv: the cluster has no GPU"),
+    ],
+    ids=["negative-seed", "huge-scale", "negative-in-seeds", "nodes-alone", "pods-alone", "name-escapes",
+         "name-dotdot", "no-gpu"],
+)  # fmt: skip
+def test_bad_run_settings_exit_2_naming_the_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    (tmp_path / "n.csv").write_text(NODES)
+    (tmp_path / "nogpu.csv").write_text("sn,cpu_milli,memory_mib,gpu,model\nn1,32000,65536,0,\n")
+    (tmp_path / "p.csv").write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,0,1,500\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        command.main(["--scale", "0.05", *argv, "--no-plot"])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path.parent / "escape.csv").exists()
+
+
+def test_a_run_that_places_no_pod_is_an_error_not_a_silent_success(tmp_path: Path) -> None:
+    (tmp_path / "n.csv").write_text(NODES)
+    (tmp_path / "p.csv").write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+        + "".join(f"p{i},1000,0,1,1000,H100\n" for i in range(4))
+    )
+    done = simulate(tmp_path, "--trace-nodes", "n.csv", "--trace-pods", "p.csv", "--policy", "fgd", "--no-plot")
+    assert done.returncode == 1
+    assert "fgd seed 42 placed none of its" in done.stderr and "GPU models no node has" in done.stderr

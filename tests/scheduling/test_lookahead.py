@@ -22,7 +22,78 @@ WORKLOAD = [pod(f"g{i}", cpu=10_000, gpus=1) for i in range(8)] + [pod(f"c{i}", 
 def test_rho_counts_the_cpu_of_cpu_only_pods_too() -> None:
     model = LookaheadModel.from_pods(WORKLOAD, ("G2",))
     assert model.cpu_per_gpu_milli == pytest.approx(140_000 / 8_000)
-    assert len(model.workload.target.shapes) == 2  # every shape, not just the popular 95 %
+
+
+# 16 one-GPU pods and 2 eight-GPU pods: 1/9 of the pods, half of the GPU request.
+BIG_MIX = [pod(f"w{i}", cpu=10_000, gpus=1) for i in range(16)] + [pod(f"b{i}", cpu=88_000, gpus=8) for i in range(2)]
+
+
+@pytest.mark.parametrize(
+    ("demand_weighted", "weights"), [(True, (0.5, 0.5)), (False, (16 / 19, 2 / 19))], ids=["gpu-request", "pod-count"]
+)
+def test_shapes_weigh_what_they_ask_of_the_gpus_not_how_many_pods_they_are(
+    demand_weighted: bool, weights: tuple[float, float]
+) -> None:
+    model = LookaheadModel.from_pods([*BIG_MIX, pod("c", cpu=4000)], ("G2",), demand_weighted=demand_weighted)
+    target = model.workload.target
+    got = dict(zip(target.shapes, target.weights, strict=True))
+    assert got[(10_000, 1, 1000, frozenset())] == pytest.approx(weights[0])
+    assert got[(88_000, 8, 1000, frozenset())] == pytest.approx(weights[1])
+    assert demand_weighted == ((4_000, 0, 0, frozenset()) not in got)  # CPU-only pods ask no GPU: weight 0
+
+
+def test_a_one_gpu_pod_keeps_off_the_last_whole_node_when_whole_node_pods_ask_much_of_the_gpu() -> None:
+    state = cluster(node("whole", gpus=8, cpu=96_000), node("used", gpus=8, cpu=96_000))
+    state.bind(pod("x", cpu=10_000, gpus=1), 1, [0])
+    one = pod("p", cpu=10_000, gpus=1)
+    nodes = np.arange(2)
+    ours = LookaheadScore(LookaheadModel.from_pods(BIG_MIX, state.models)).score(state, one, nodes)
+    by_count = LookaheadScore(LookaheadModel.from_pods(BIG_MIX, state.models, demand_weighted=False))
+    old = by_count.score(state, one, nodes)
+    assert ours[1] - ours[0] > old[1] - old[0] >= 0  # breaking the whole node costs 7000 × ½, not 7000 × 1/9
+
+
+T4 = frozenset({"T4"})
+# Half the GPU request can run only on T4; the rest anywhere.
+BOUND_MIX = [pod(f"t{i}", cpu=4_000, gpus=1, models=T4) for i in range(10)] + [
+    pod(f"a{i}", cpu=4_000, gpus=1) for i in range(10)
+]
+
+
+def test_an_unconstrained_pod_leaves_a_scarce_model_to_the_pods_bound_to_it() -> None:
+    state = cluster(node("t4", gpus=2, cpu=104_000, model="T4"), node("g2", gpus=2, cpu=104_000, model="G2"))
+    nodes = np.arange(2)
+    free = pod("p", cpu=4_000, gpus=1)
+    ours = LookaheadScore(LookaheadModel.from_pods(BOUND_MIX, state.models, nodes=state.nodes)).score(
+        state, free, nodes
+    )
+    assert ours[1] > ours[0]
+    plain = LookaheadModel.from_pods(BOUND_MIX, state.models)
+    assert plain.scarcity is None
+    without = LookaheadScore(plain).score(state, free, nodes)
+    assert without[0] > ours[0] and without[1] == ours[1]  # the term is what it pays on T4, nothing elsewhere
+    bound = pod("q", cpu=4_000, gpus=1, models=T4)  # where it belongs it pays nothing
+    with_term = LookaheadScore(LookaheadModel.from_pods(BOUND_MIX, state.models, nodes=state.nodes)).score(
+        state, bound, nodes[:1]
+    )
+    assert with_term[0] == LookaheadScore(plain).score(state, bound, nodes[:1])[0]
+
+
+def test_cached_scores_stay_exact_as_the_pressure_on_a_scarce_model_moves() -> None:
+    state = cluster(
+        node("t4", gpus=2, cpu=104_000, model="T4"), node("g2", gpus=8, cpu=96_000), node("g3", gpus=8, cpu=96_000)
+    )
+    light = BOUND_MIX[:1] + [pod(f"a{i}", cpu=4_000, gpus=1) for i in range(19)]  # 5 % bound to T4
+    scorer = LookaheadScore(LookaheadModel.from_pods(light, state.models, nodes=state.nodes))
+    free = pod("p", cpu=4_000, gpus=1)
+    nodes = np.arange(3)
+    first = scorer.score(state, free, nodes)
+    key = scorer.cache_key(free)
+    for i in range(6):  # fill g2 only: t4's node is unchanged, but the capacity to come (and its pressure) falls
+        state.bind(pod(f"f{i}", cpu=1_000, gpus=1), 1, [i])
+    assert scorer.cache_key(free) != key
+    again = scorer.score(state, free, nodes)
+    assert again[0] > first[0]  # the same t4 node costs the free pod less now
 
 
 def test_stranded_gpu_is_what_free_cpu_cannot_feed() -> None:
@@ -114,8 +185,9 @@ def test_bad_lookahead_knobs_are_rejected_naming_them(kwargs: dict[str, float], 
 
 def test_policy_options_reach_the_lookahead_model() -> None:
     state = _half_and_fresh()
-    options = PolicyOptions(horizon=7, gap_weight=3.0)
+    options = PolicyOptions(horizon=7, gap_weight=3.0, scarcity=False)
     profile = build_profile("lookahead", state, TargetWorkload.from_pods(MIX), MIX, np.random.default_rng(0), options)
     scorer = profile.scorers[0][0]
     assert isinstance(scorer, LookaheadScore)
     assert scorer.model.gaps is not None and scorer.model.gaps.horizon == 7 and scorer.model.gap_weight == 3.0
+    assert scorer.model.scarcity is None

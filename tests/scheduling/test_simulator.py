@@ -8,10 +8,10 @@ import pytest
 from kubegpu.scheduling.simulator import RunResult, prepare_workload, simulate
 from kubegpu.scheduling.trace import read_nodes, read_pods
 
-from ..conftest import SHARED
+from ..shared import shared_path
 from .helpers import node, pod
 
-TRACE = SHARED / "traces" / "alibaba-gpu-v2023"
+TRACE = ("traces", "alibaba-gpu-v2023")
 
 
 def test_inflation_appends_copies_until_the_next_would_pass_the_target() -> None:
@@ -48,8 +48,8 @@ def test_unallocated_is_averaged_over_pods_whose_load_rounds_to_the_bucket() -> 
 
 def test_fixed_seed_reproduction_on_the_default_trace() -> None:
     """Seed 42 of the default trace lands within ±0.5 of the paper's median for FGD and BestFit; ours beats FGD."""
-    nodes = read_nodes(TRACE / "openb_node_list_gpu_node.csv")
-    pods = read_pods(TRACE / "openb_pod_list_default.csv")
+    nodes = read_nodes(shared_path(*TRACE) / "openb_node_list_gpu_node.csv")
+    pods = read_pods(shared_path(*TRACE) / "openb_pod_list_default.csv")
     fgd = simulate(nodes, pods, "fgd", 42).unallocated_at(100)
     bestfit = simulate(nodes, pods, "bestfit", 42).unallocated_at(100)
     ours = simulate(nodes, pods, "lookahead", 42).unallocated_at(100)

@@ -9,9 +9,9 @@ import pytest
 from kubegpu.scheduling.errors import TraceError
 from kubegpu.scheduling.trace import read_nodes, read_pods
 
-from ..conftest import SHARED
+from ..shared import shared_path
 
-TRACE = SHARED / "traces" / "alibaba-gpu-v2023"
+TRACE = ("traces", "alibaba-gpu-v2023")
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -21,11 +21,11 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_the_shared_trace_loads_with_its_published_totals() -> None:
-    nodes = read_nodes(TRACE / "openb_node_list_gpu_node.csv")
-    pods = read_pods(TRACE / "openb_pod_list_default.csv")
+    nodes = read_nodes(shared_path(*TRACE) / "openb_node_list_gpu_node.csv")
+    pods = read_pods(shared_path(*TRACE) / "openb_pod_list_default.csv")
     assert (len(nodes), sum(n.gpus for n in nodes)) == (1213, 6212)
     assert len(pods) == 8152 and sum(1 for p in pods if p.num_gpu == 0) == 1088
-    spec = read_pods(TRACE / "openb_pod_list_gpuspec05.csv")
+    spec = read_pods(shared_path(*TRACE) / "openb_pod_list_gpuspec05.csv")
     assert any(p.gpu_models for p in spec)
 
 

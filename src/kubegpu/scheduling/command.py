@@ -291,6 +291,8 @@ def main(argv: list[str]) -> int:
     if args.list_policies:
         _list_policies()
         return 0
+    if not 0 < args.scale <= 100:
+        parser.error(f"--scale must be within (0, 100], got {args.scale}")
     if not 0 < args.load <= 1000:
         parser.error(f"--load must be within (0, 1000] percent, got {args.load}")
     if args.jobs < 0:
@@ -300,6 +302,12 @@ def main(argv: list[str]) -> int:
     if not (math.isfinite(args.gap_weight) and args.gap_weight >= 0):
         parser.error(f"--gap-weight must be a non-negative number, got {args.gap_weight}")
     seeds = args.seeds if args.seeds is not None else [42 if args.seed is None else args.seed]
+    if any(seed < 0 for seed in seeds):
+        parser.error(f"--seed must be a non-negative integer, got {min(seeds)}")
+    if (args.trace_nodes is None) != (args.trace_pods is None):
+        parser.error("--trace-nodes and --trace-pods go together: both (a trace) or neither (the synthetic cluster)")
+    if args.name in ("", ".", "..") or Path(args.name).name != args.name:
+        parser.error(f"--name must be a file name without '/', got {args.name!r} (choose the directory with --out)")
 
     from kubegpu.scheduling import synthetic, trace
     from kubegpu.scheduling.noderesources import NodeResourcesFitScore
@@ -311,6 +319,8 @@ def main(argv: list[str]) -> int:
         pods = trace.read_pods(args.trace_pods) if args.trace_pods else synthetic.synthetic_pods(args.scale)
     except SchedulingError as exc:
         parser.error(str(exc))
+    if sum(n.gpus for n in nodes) == 0:
+        parser.error(f"{args.trace_nodes or 'the synthetic cluster'}: the cluster has no GPU, nothing to schedule")
     source = (
         f"{args.trace_pods.name if args.trace_pods else 'synthetic pods'} on "
         f"{args.trace_nodes.name if args.trace_nodes else 'synthetic nodes'}"
@@ -358,4 +368,11 @@ def main(argv: list[str]) -> int:
         _table(runs, f"{source} — target load {args.load:g} %")
         written = [stem.with_suffix(s) for s in (".csv", ".json", *(() if args.no_plot else (".png",)))]
         print("wrote " + ", ".join(str(p) for p in written))
-    return 0
+    empty = [run for run in runs if run.pods and run.failed == run.pods]
+    for run in empty:
+        print(
+            f"kubegpu simulate: error: {run.policy} seed {run.seed} placed none of its {run.pods} pods "
+            "(do the pods ask for GPU models no node has?)",
+            file=sys.stderr,
+        )
+    return 1 if empty else 0

@@ -22,7 +22,11 @@ What it does, per node n, with G_n free GPU-milli and C_n free CPU milli:
 
 * F_n — FGD's fragmentation of the node for the target workload, over *all*
   task shapes of the pod list (FGD keeps only the most popular 95 %; the rare
-  multi-GPU shapes it drops are the ones that need whole nodes);
+  multi-GPU shapes it drops are the ones that need whole nodes), each shape
+  weighted by its share of the GPU request rather than of the pods (an 8-GPU
+  shape asks eight times the GPU of a 1-GPU one; by pod count a workload
+  whose GPU request is a quarter 8-GPU pods would value an empty 8-GPU node
+  at an eighth of that);
 * S_n = max(0, G_n − C_n / ρ) — GPU-milli the node cannot feed with CPU, where
   ρ is the workload's total CPU request (CPU-only pods included, because they
   too must land somewhere) per GPU-milli requested;
@@ -31,8 +35,12 @@ What it does, per node n, with G_n free GPU-milli and C_n free CPU milli:
   none of the next k pods could use on the GPU it takes, a closing placement
   as good as the share's natural partner never counted as a loss; weighted by
   ``gap_weight``;
+* minus the scarcity penalty (:mod:`kubegpu.scheduling.scarcity`): the
+  capacity the pod takes from nodes that pods of the workload which can run
+  only there (a GPU model constraint, more CPU than most nodes have) will
+  need, weighted by how much of it they will need;
 * the score of a node is ⌊100 · sigmoid(Δ / 1000)⌋ with Δ the drop of
-  F_n + S_n plus the weighted gap gain — FGD's coarse scale, whose ties go to
+  F_n + S_n plus the weighted gap gain minus the penalty — FGD's coarse scale, whose ties go to
   the node the seeded tie-break ranks first, so near-equal nodes fill one
   after another (first fit) instead of spreading;
 * a fractional pod takes the GPU with the best such score, ties to the GPU
@@ -65,7 +73,8 @@ from kubegpu.scheduling.fragmentation import (
 from kubegpu.scheduling.framework import GpuPicker, ScorePlugin
 from kubegpu.scheduling.gaps import DEFAULT_HORIZON, GapTables
 from kubegpu.scheduling.gpupick import exclusive_gpus
-from kubegpu.scheduling.model import PodSpec
+from kubegpu.scheduling.model import NodeSpec, PodSpec
+from kubegpu.scheduling.scarcity import Scarcity
 from kubegpu.scheduling.workload import TargetWorkload
 
 DEFAULT_GAP_WEIGHT = 8.0
@@ -80,6 +89,7 @@ class LookaheadModel:
     stranding_weight: float = 1.0
     gaps: GapTables | None = None
     gap_weight: float = DEFAULT_GAP_WEIGHT
+    scarcity: Scarcity | None = None
 
     @classmethod
     def from_pods(
@@ -90,17 +100,34 @@ class LookaheadModel:
         *,
         horizon: int = DEFAULT_HORIZON,
         gap_weight: float = DEFAULT_GAP_WEIGHT,
+        demand_weighted: bool = True,
+        nodes: Sequence[NodeSpec] = (),
     ) -> LookaheadModel:
         gpu_demand = sum(p.total_gpu_milli for p in pods)
         if gpu_demand <= 0:
             raise InvalidSpec("the lookahead policy needs a workload with at least one GPU pod")
         if not (np.isfinite(gap_weight) and gap_weight >= 0):
             raise InvalidSpec(f"gap weight must be a non-negative number, got {gap_weight}")
-        target = TargetWorkload.from_pods(pods, threshold=1.0)
+        # Shapes weighted by their GPU request: the next GPU-milli to arrive, not the next pod, decides what is a
+        # fragment. Without it (weighted by pod count, as FGD) 8-GPU shapes weigh 1/8 of the GPU they ask.
+        target = TargetWorkload.from_pods(
+            pods, threshold=1.0, weight=(lambda p: p.total_gpu_milli) if demand_weighted else None
+        )
         rho = sum(p.cpu_milli for p in pods) / gpu_demand
         return cls(
-            CompiledWorkload(target, models), rho, stranding_weight, GapTables.from_pods(pods, horizon), gap_weight
+            CompiledWorkload(target, models),
+            rho,
+            stranding_weight,
+            GapTables.from_pods(pods, horizon),
+            gap_weight,
+            Scarcity.from_pods(pods, nodes) if nodes else None,
         )
+
+    def scarce(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
+        """GPU-milli of scarce models the pod would take from pods that can run only there (0 without a term)."""
+        if self.scarcity is None:
+            return np.zeros(len(nodes))
+        return self.scarcity.penalty(state, pod, nodes)
 
     def gap_gain(self, free: IntArray, milli: int) -> FloatArray:
         """Weighted drop of k-pod stranded milli when a ``milli`` pod takes GPUs with ``free`` milli."""
@@ -137,7 +164,7 @@ def _share_rows(
     after = fragmentation_after_share(
         cw, (fits[rows], small[rows], total[rows]), cpu[rows], mid[rows], free, pod.cpu_milli, pod.gpu_milli
     ) + model.stranded(cpu[rows] - pod.cpu_milli, total[rows] - pod.gpu_milli)
-    out: FloatArray = before[rows] - after + model.gap_gain(free, pod.gpu_milli)
+    out: FloatArray = before[rows] - after + model.gap_gain(free, pod.gpu_milli) - model.scarce(state, pod, nodes)[rows]
     return out
 
 
@@ -149,27 +176,45 @@ class LookaheadScore(ScorePlugin):
     def __init__(self, model: LookaheadModel) -> None:
         self.model = model
         self.stats = ShapeStatsCache(model.workload)
+        self._state: ClusterState | None = None
 
     def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
-        stats = self.stats.of(state)
+        self._state = state
         if pod.is_fractional:
-            rows, free = share_candidates(state.gpu_free[nodes], pod.gpu_milli)
-            delta = _share_rows(self.model, stats, state, pod, nodes, rows, free)
+            rows, delta = self.share_deltas(state, pod, nodes)
             out: IntArray = np.full(len(nodes), -1, dtype=np.int64)
             np.maximum.at(out, rows, sigmoid_score(delta))
             return out
+        return sigmoid_score(self.whole_delta(state, pod, nodes))
+
+    def share_deltas(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> tuple[IntArray, FloatArray]:
+        """(row, Δ) for each distinct GPU a fractional pod could take on the given nodes."""
+        rows, free = share_candidates(state.gpu_free[nodes], pod.gpu_milli)
+        return rows, _share_rows(self.model, self.stats.of(state), state, pod, nodes, rows, free)
+
+    def whole_delta(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
+        """Δ of a CPU-only or whole-GPU pod on each given node (before the sigmoid)."""
         cpu = state.cpu_free[nodes]
-        node_stats = stats.rows(nodes)
+        node_stats = self.stats.of(state).rows(nodes)
         total = node_stats[2]
         before, after = fragmentation_after_whole(
             self.model.workload, node_stats, cpu, state.model_id[nodes], pod.cpu_milli, pod.num_gpu
         )
         before = before + self.model.stranded(cpu, total)
         after = after + self.model.stranded(cpu - pod.cpu_milli, total - pod.total_gpu_milli)
-        return sigmoid_score(before - after)
+        out: FloatArray = before - after - self.model.scarce(state, pod, nodes)
+        return out
 
     def cache_key(self, pod: PodSpec) -> Hashable | None:
-        return pod.shape  # memory plays no part: equal shapes score equally on an unchanged node
+        # Equal shapes score equally on an unchanged node — at equal pressure on the nodes some pods need, which
+        # moves with the whole cluster, so it is part of the key with the memory that decides a pod's home
+        # (None until a cluster has been seen).
+        scarcity = self.model.scarcity
+        if scarcity is None or not scarcity.homes:
+            return pod.shape
+        if self._state is None:
+            return None
+        return (pod.shape, pod.memory_mib, tuple(scarcity.pressure(self._state).tolist()))
 
 
 class LookaheadGpu(GpuPicker):

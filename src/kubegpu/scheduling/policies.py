@@ -34,13 +34,15 @@ PAPER_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd"
 
 @dataclass(frozen=True)
 class PolicyOptions:
-    """Policy knobs: kube-scheduler resource weights and shape; the lookahead policy's weights and horizon."""
+    """Policy knobs: kube-scheduler resource weights and shape; the lookahead policy's weights, horizon and terms."""
 
     weights: dict[str, int] | None = None
     shape: tuple[ShapePoint, ...] = BIN_PACKING_SHAPE
     stranding_weight: float = 1.0
     horizon: int = DEFAULT_HORIZON
     gap_weight: float = DEFAULT_GAP_WEIGHT
+    demand_weighted: bool = True
+    scarcity: bool = True
 
 
 Builder = Callable[[ClusterState, TargetWorkload, Sequence[PodSpec], np.random.Generator, PolicyOptions], Profile]
@@ -108,7 +110,13 @@ def _lookahead(
     state: ClusterState, target: TargetWorkload, pods: Sequence[PodSpec], rng: np.random.Generator, opts: PolicyOptions
 ) -> Profile:
     model = LookaheadModel.from_pods(
-        pods, state.models, opts.stranding_weight, horizon=opts.horizon, gap_weight=opts.gap_weight
+        pods,
+        state.models,
+        opts.stranding_weight,
+        horizon=opts.horizon,
+        gap_weight=opts.gap_weight,
+        demand_weighted=opts.demand_weighted,
+        nodes=state.nodes if opts.scarcity else (),
     )
     return Profile("lookahead", default_filters(), ((LookaheadScore(model), 1000),), LookaheadGpu(model))
 
@@ -120,7 +128,8 @@ POLICIES: dict[str, PolicyInfo] = {
     for info in (
         PolicyInfo(
             "lookahead",
-            "ours: FGD's gradient plus the GPU a node's CPU cannot feed and the GPU shares the next 50 pods cannot use",
+            "ours: FGD's gradient by GPU request, plus GPU a node's CPU cannot feed, shares the next 50 pods cannot"
+            " use and capacity taken from pods that fit only some nodes",
             _lookahead,
         ),
         PolicyInfo(

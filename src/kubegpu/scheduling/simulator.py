@@ -22,7 +22,7 @@ import numpy as np
 
 from kubegpu.scheduling.cluster import ClusterState, IntArray
 from kubegpu.scheduling.errors import InvalidSpec
-from kubegpu.scheduling.fragmentation import CompiledWorkload, FloatArray, node_fragmentation
+from kubegpu.scheduling.fragmentation import BoolArray, CompiledWorkload, FloatArray, node_fragmentation
 from kubegpu.scheduling.framework import Placement, Scheduler
 from kubegpu.scheduling.gang import schedule_gang
 from kubegpu.scheduling.model import NodeSpec, PodSpec
@@ -32,6 +32,8 @@ from kubegpu.scheduling.workload import TargetWorkload
 
 DEFAULT_TARGET_LOAD = 1.3
 Progress = Callable[[int, int], None]
+#: Called after every arrived pod with its index in the arrival order, the pod and the cluster as it now is.
+Observer = Callable[[int, PodSpec, ClusterState], None]
 
 
 def prepare_workload(
@@ -90,6 +92,7 @@ class RunResult:
     failed: int
     decision_seconds: FloatArray = field(default_factory=lambda: np.zeros(0))
     preempted: int = 0
+    placed: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
 
     @property
     def pods(self) -> int:
@@ -152,13 +155,15 @@ def simulate(
     preemption: bool = False,
     progress: Progress | None = None,
     timer: Callable[[], float] | None = None,
+    observer: Observer | None = None,
 ) -> RunResult:
     """Replay ``pods`` onto ``nodes`` under ``policy`` following the FGD paper's protocol.
 
     Pods of a gang (same ``group``) are scheduled together, all-or-nothing, when
     the first of them arrives. With ``preemption``, a pod no node can take may
     evict lower-priority pods; evicted pods are counted and not retried (no
-    departures, no requeue, as the protocol has none).
+    departures, no requeue, as the protocol has none). ``observer`` sees the
+    cluster after every pod (for analyses; it must not change it).
     """
     state = ClusterState(nodes)
     rng = np.random.default_rng(seed)
@@ -176,6 +181,8 @@ def simulate(
     allocated = np.zeros(len(order), dtype=np.int64)
     fragment = np.zeros(len(order), dtype=np.float64)
     seconds = np.zeros(len(order) if timer else 0, dtype=np.float64)
+    placed = np.zeros(len(order), dtype=np.bool_)
+    index = {id(pod): i for i, pod in enumerate(order)}
     arrived_so_far = 0
     failed = preempted = 0
     for i, pod in enumerate(order):
@@ -185,13 +192,20 @@ def simulate(
             if members is not None:  # the first member to arrive brings the gang
                 gang = schedule_gang(scheduler, members)
                 failed += len(gang.unplaced) if gang.admitted else len(members)
+                if gang.admitted:
+                    unplaced = {id(m) for m in gang.unplaced}
+                    for member in members:
+                        placed[index[id(member)]] = id(member) not in unplaced
         else:
             decision = scheduler.schedule(pod)
-            if not isinstance(decision, Placement):
+            if isinstance(decision, Placement):
+                placed[i] = True
+            else:
                 result = preempt(scheduler, pod) if preemption else None
                 if result is None:
                     failed += 1
                 else:
+                    placed[i] = True
                     preempted += len(result.victims)
         if timer:
             seconds[i] = timer() - started
@@ -205,6 +219,10 @@ def simulate(
         arrived[i] = arrived_so_far
         allocated[i] = state.allocated_gpu_milli
         fragment[i] = node_frag.sum()
+        if observer:
+            observer(i, pod, state)
         if progress and (i % 256 == 255 or i == len(order) - 1):
             progress(i + 1, len(order))
-    return RunResult(policy, seed, state.total_gpu_milli, arrived, allocated, fragment, failed, seconds, preempted)
+    return RunResult(
+        policy, seed, state.total_gpu_milli, arrived, allocated, fragment, failed, seconds, preempted, placed
+    )

@@ -107,7 +107,7 @@ class CorePolicyScore:
         try:
             if self.name == "FGD":
                 return fgd.FgdScore(CompiledWorkload(TargetWorkload.from_pods(pods), state.models))
-            return lookahead.LookaheadScore(lookahead.LookaheadModel.from_pods(pods, state.models))
+            return lookahead.LookaheadScore(lookahead.LookaheadModel.from_pods(pods, state.models, nodes=state.nodes))
         except SchedulingError:
             return None  # no GPU pod seen yet: nothing to weigh
 
