@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import yaml
 from lightkube import AsyncClient, KubeConfig
 from lightkube.core.exceptions import ConfigError
 
@@ -18,18 +19,28 @@ class KubeconfigError(ValueError):
 
 
 def load(path: str | None) -> KubeConfig:
-    """The kubeconfig of ``path`` or, without one, of the environment."""
+    """The kubeconfig of ``path`` or, without one, of the environment.
+
+    Its current context is resolved here, so a file without a usable one fails now (one line naming the file),
+    not at the first request.
+    """
     try:
         if path:
             if not Path(path).is_file():
                 raise KubeconfigError(f"--kubeconfig {path}: no such file")
-            return KubeConfig.from_file(path)
-        return KubeConfig.from_env()
-    except (ConfigError, OSError, ValueError, KeyError) as exc:
+            config = KubeConfig.from_file(path)
+        else:
+            config = KubeConfig.from_env()
+        config.get()
+    except (ConfigError, OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError) as exc:
         if isinstance(exc, KubeconfigError):
             raise
         where = path or "$KUBECONFIG, the in-cluster service account or ~/.kube/config"
-        raise KubeconfigError(f"cannot load a kubeconfig from {where}: {exc}") from exc
+        problem = " ".join(str(exc).split()) or type(exc).__name__
+        if isinstance(exc, KeyError | TypeError | AttributeError):
+            problem = f"not a kubeconfig (missing or malformed {problem})"
+        raise KubeconfigError(f"cannot load a kubeconfig from {where}: {problem}") from exc
+    return config
 
 
 def client(path: str | None, namespace: str | None = None) -> AsyncClient:

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from . import admission, disruption
+from . import admission, disruption, eventviews
 from .catalog import Catalog, CatalogError, ResourceType, from_crd, prune_custom_resource
 from .codec import clone, decode, encode
 from .patching import APPLY, apply_patch, merge_patch, strategic_merge_patch
@@ -755,6 +755,44 @@ class Api:
                     )
         self._delete_object(target, pod, options.get("gracePeriodSeconds"))
         return reply(201, success_body(201))
+
+    # --- events.k8s.io/v1 ----------------------------------------------------------------------------------------
+
+    def events_v1_core(self, target: Target, query: dict[str, str]) -> tuple[Target, dict[str, str]]:
+        """The core/v1 Events request an events.k8s.io/v1 one stands for (field selectors in core names)."""
+        core = Target(self.catalog.by_key("/events"), "v1", target.namespace, target.name)
+        if "fieldSelector" in query:
+            query = {**query, "fieldSelector": eventviews.core_field_selector(query["fieldSelector"]) or ""}
+        return core, query
+
+    def events_v1(self, verb: str, target: Target, query: dict[str, str], body: bytes, content_type: str) -> Reply:
+        """events.k8s.io/v1 Events: the stored core/v1 Events, reshaped on the way in and out."""
+        core, query = self.events_v1_core(target, query)
+        dry_run = query.get("dryRun") == "All"
+        if verb == "create":
+            event = self.body_object(target, body)
+            eventviews.validate_create(event)
+            result = self.create(core, encode(eventviews.to_core(event)), dry_run)
+        elif verb == "update":
+            result = self.update(core, encode(eventviews.to_core(self.body_object(target, body))), dry_run)
+        elif verb == "patch":
+            old = eventviews.to_v1(decode(self.get(core).body))
+            patch = self._decode_body(body)
+            new = apply_patch(content_type, old, patch, strategic_allowed=True)
+            if not (isinstance(patch, dict) and "resourceVersion" in (patch.get("metadata") or {})):
+                new.setdefault("metadata", {})["resourceVersion"] = old["metadata"]["resourceVersion"]
+            result = self.update(core, encode(eventviews.to_core(new)), dry_run)
+        elif verb == "get":
+            result = self.get(core)
+        elif verb == "delete":
+            result = self.delete(core, body, query)
+        else:
+            listed = decode((self.list(core, query) if verb == "list" else self.delete_collection(core, query)).body)
+            listed["apiVersion"] = eventviews.API_VERSION
+            listed["items"] = [eventviews.to_v1(item) for item in listed["items"]]
+            return reply(200, listed)
+        answer = decode(result.body)
+        return reply(result.code, eventviews.to_v1(answer) if answer.get("kind") == "Event" else answer)
 
 
 def _spec_of(obj: Obj) -> Any:

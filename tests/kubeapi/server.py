@@ -22,7 +22,6 @@ from . import discovery, eventviews
 from .api import Api, Reply, Target
 from .codec import decode, encode
 from .faults import Faults
-from .patching import apply_patch
 from .status import StatusError, internal_error, method_not_allowed, page_not_found
 from .store import Store
 from .watching import serve_watch
@@ -84,6 +83,7 @@ class KubeApiServer:
         self.bookmark_interval = bookmark_interval
         self.node_monitor_grace_period = node_monitor_grace_period
         self._monitor: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
         self._kubeconfig_path = kubeconfig
         self._history_limit = history_limit
         self.faults = Faults()
@@ -129,20 +129,33 @@ class KubeApiServer:
         await site.start()
         self.port = int(self._runner.addresses[0][1])
         if self.node_monitor_grace_period is not None:
-            self._monitor = asyncio.get_running_loop().create_task(self._monitor_nodes(self.node_monitor_grace_period))
+            self._stopping = asyncio.Event()
+            self._monitor = asyncio.get_running_loop().create_task(
+                self._monitor_nodes(self.node_monitor_grace_period, self._stopping)
+            )
 
-    async def _monitor_nodes(self, grace_s: float) -> None:
+    async def _monitor_nodes(self, grace_s: float, stopping: asyncio.Event) -> None:
         assert self.api is not None
         period = min(5.0, grace_s / 4)  # node-monitor-period is 5 s on a real controller
         while True:
-            await asyncio.sleep(period)  # the controller's own period, not a test's synchronisation
-            self.api.monitor_nodes(grace_s)
+            try:  # one pass per period, until the server stops
+                await asyncio.wait_for(stopping.wait(), timeout=period)
+                return
+            except TimeoutError:
+                self.api.monitor_nodes(grace_s)
 
     def stop(self) -> None:
         if self._loop is None:
             return
         if self._monitor is not None:
-            self._loop.call_soon_threadsafe(self._monitor.cancel)
+            monitor = self._monitor
+
+            async def finish_monitor() -> None:
+                self._stopping.set()
+                await monitor
+
+            self._call(finish_monitor)
+            self._monitor = None
         if self.api is not None:
             self._call(self.api.store.close_watches)
         if self._runner is not None:
@@ -273,45 +286,19 @@ class KubeApiServer:
     async def _events_v1(
         self, request: web.Request, verb: str, target: Target, query: dict[str, str], body: bytes
     ) -> web.StreamResponse:
-        """events.k8s.io/v1: the same stored Events as core/v1, reshaped on the way in and out."""
+        """events.k8s.io/v1: the same stored Events as core/v1, reshaped on the way in and out (api.py)."""
         assert self.api is not None
-        api = self.api
-        core = Target(api.catalog.find("", "v1", "events"), "v1", target.namespace, target.name)  # type: ignore[arg-type]
-        if "fieldSelector" in query:
-            query = {**query, "fieldSelector": eventviews.core_field_selector(query["fieldSelector"]) or ""}
-
-        def present(raw: bytes) -> bytes:
-            return encode(eventviews.to_v1(decode(raw)))
-
         if verb == "watch":
-            return await serve_watch(request, api, core, query, self.bookmark_interval, present, eventviews.API_VERSION)
-        dry_run = query.get("dryRun") == "All"
-        if verb == "create":
-            event = api.body_object(target, body)
-            eventviews.validate_create(event)
-            result = api.create(core, encode(eventviews.to_core(event)), dry_run)
-        elif verb == "update":
-            result = api.update(core, encode(eventviews.to_core(api.body_object(target, body))), dry_run)
-        elif verb == "patch":
-            old = eventviews.to_v1(decode(api.get(core).body))
-            patch = decode(body or b"null")
-            new = apply_patch(request.headers.get("Content-Type", ""), old, patch, strategic_allowed=True)
-            if not (isinstance(patch, dict) and "resourceVersion" in (patch.get("metadata") or {})):
-                new.setdefault("metadata", {})["resourceVersion"] = old["metadata"]["resourceVersion"]
-            result = api.update(core, encode(eventviews.to_core(new)), dry_run)
-        elif verb == "get":
-            result = api.get(core)
-        elif verb == "delete":
-            result = api.delete(core, body, query)
-        else:
-            listed = decode((api.list(core, query) if verb == "list" else api.delete_collection(core, query)).body)
-            listed["apiVersion"] = eventviews.API_VERSION
-            listed["items"] = [eventviews.to_v1(item) for item in listed["items"]]
-            return _answer(200, encode(listed))
-        answer = decode(result.body)
-        if answer.get("kind") == "Event":
-            answer = eventviews.to_v1(answer)
-        return _answer(result.code, encode(answer))
+            core, query = self.api.events_v1_core(target, query)
+
+            def present(raw: bytes) -> bytes:
+                return encode(eventviews.to_v1(decode(raw)))
+
+            return await serve_watch(
+                request, self.api, core, query, self.bookmark_interval, present, eventviews.API_VERSION
+            )
+        result = self.api.events_v1(verb, target, query, body, request.headers.get("Content-Type", ""))
+        return _answer(result.code, result.body)
 
     def _target(self, group: str, version: str, rest: list[str]) -> Target:
         assert self.api is not None

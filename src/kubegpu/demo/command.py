@@ -19,61 +19,15 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from kubegpu.demo.localnode import LocalNode, NodeError, pod_manifest
+from kubegpu.demo.reporter import Reporter
 from kubegpu.gpu import errors as gpu_errors
 from kubegpu.gpu import faults, profiles
 from kubegpu.gpu.model import Machine
 
 RESOURCE = "nvidia.com/gpu"
-
-
-@dataclass
-class Reporter:
-    """Prints the demo for people (rich tables) or as JSON lines (``--json``)."""
-
-    as_json: bool
-    started: float = field(default_factory=time.monotonic)
-    checks: list[dict[str, Any]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        from rich.console import Console
-
-        # Piped output would wrap at 80 columns; the tables read better a little wider.
-        self.console = Console(highlight=False, stderr=False, width=None if sys.stdout.isatty() else 110)
-
-    def elapsed(self) -> float:
-        return round(time.monotonic() - self.started, 3)
-
-    def emit(self, event: str, text: str = "", **data: Any) -> None:
-        if self.as_json:
-            print(json.dumps({"event": event, "t": self.elapsed(), **data}), flush=True)
-        elif text:
-            self.console.print(text)
-
-    def step(self, title: str) -> None:
-        if not self.as_json:
-            self.console.rule(f"[bold]{title}[/] [dim]({self.elapsed():.1f} s)[/]")
-
-    def table(self, title: str, columns: list[str], rows: list[list[str]]) -> None:
-        if self.as_json:
-            return
-        from rich.table import Table
-
-        table = Table(title=title, title_justify="left", show_lines=False)
-        for column in columns:
-            table.add_column(column, overflow="fold")
-        for row in rows:
-            table.add_row(*row)
-        self.console.print(table)
-
-    def check(self, name: str, ok: bool, detail: str = "") -> bool:
-        self.checks.append({"check": name, "ok": ok, "detail": detail})
-        mark = "[green]✓[/]" if ok else "[red]✗[/]"
-        self.emit("check", f"{mark} {name}{f' — {detail}' if detail else ''}", check=name, ok=ok, detail=detail)
-        return ok
 
 
 def _resource(status: dict[str, Any]) -> dict[str, Any]:
@@ -230,10 +184,15 @@ def _run(node: LocalNode, machine: Machine, out: Reporter) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "cluster":
+        from kubegpu.demo import cluster
+
+        return cluster.main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="kubegpu demo",
         description="A simulated GPU node end to end: kubelet emulator, device plugin and exporter as real "
-        "processes talking gRPC over unix sockets in a temp dir. Takes about 15 seconds.",
+        "processes talking gRPC over unix sockets in a temp dir. Takes about 15 seconds. "
+        "'kubegpu demo cluster --kubeconfig FILE' runs the cluster demo on an API server instead.",
     )
     parser.add_argument("--machine", default="dgx-a100", help="simulated machine profile (default: dgx-a100)")
     parser.add_argument("--json", action="store_true", help="one JSON object per line; the last is the summary")

@@ -30,6 +30,10 @@ client commands (against a running emulator, same --socket-dir):
   kubegpu kubelet delete NAMESPACE/NAME         delete a pod, releasing its devices
   kubegpu kubelet status [--json]               capacity, allocatable, devices, allocations
   kubegpu kubelet watch                         state-change events, one JSON object per line
+
+node agent (with --kubeconfig): also plays Node NAME on that API server, like kwok with a real
+device manager behind it: registers the Node (labels, taints, capacity; nvidia.com/* from the
+plugins), keeps its Ready condition and kube-node-lease Lease, runs the pods bound to it.
 """
 
 
@@ -99,6 +103,44 @@ def _daemon_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="deadline of PreStartContainer (kubelet: 30)",
     )
+    agent = parser.add_argument_group("node agent (only with --kubeconfig; kubelet flag names)")
+    agent.add_argument("--kubeconfig", type=Path, metavar="FILE", help="play a Node on this kubeconfig's API server")
+    agent.add_argument("--node-name", metavar="NAME", help="the Node's name (default: this host's name)")
+    agent.add_argument("--node-labels", default="", metavar="K=V,...", help="labels added at registration")
+    agent.add_argument(
+        "--register-with-taints", default="", metavar="KEY[=VALUE]:EFFECT,...", help="taints the Node registers with"
+    )
+    agent.add_argument(
+        "--node-status-update-frequency",
+        default="10s",
+        metavar="DURATION",
+        help="how often the node status is computed (and sent when it changed) (default: 10s)",
+    )
+    agent.add_argument(
+        "--node-status-report-frequency",
+        default="5m",
+        metavar="DURATION",
+        help="send the node status at least this often even when unchanged (default: 5m)",
+    )
+    agent.add_argument(
+        "--node-lease-duration-seconds",
+        type=int,
+        default=40,
+        metavar="N",
+        help="the Lease's leaseDurationSeconds; it is renewed every quarter of it (default: 40)",
+    )
+    agent.add_argument(
+        "--capacity",
+        default="",
+        metavar="R=Q,...",
+        help="non-device capacity, e.g. cpu=64,memory=1Ti (default: this host's cpu and memory)",
+    )
+    agent.add_argument("--max-pods", type=int, default=110, metavar="N", help="capacity 'pods' (default: 110)")
+    agent.add_argument("--kube-reserved", default="", metavar="R=Q,...", help="subtracted from allocatable")
+    agent.add_argument("--system-reserved", default="", metavar="R=Q,...", help="subtracted from allocatable")
+    agent.add_argument(
+        "--node-ip", default="127.0.0.1", metavar="IP", help="the Node's InternalIP (default: 127.0.0.1)"
+    )
     return parser
 
 
@@ -129,11 +171,97 @@ def main(argv: list[str]) -> int:
             # The reader went away (``| head``): not an error of ours; keep Python quiet at exit.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
-    args = _daemon_parser().parse_args(argv)
-    return _run_daemon(args)
+    parser = _daemon_parser()
+    args = parser.parse_args(argv)
+    agent_config = None
+    if args.kubeconfig is not None:
+        try:
+            agent_config = _agent_config(args)
+        except ValueError as exc:
+            parser.error(str(exc))
+    else:
+        given = [flag for flag in _AGENT_FLAGS if getattr(args, _dest(flag)) != parser.get_default(_dest(flag))]
+        if given:
+            parser.error(f"{given[0]} needs --kubeconfig (the node agent plays a Node on an API server)")
+    return _run_daemon(args, agent_config)
 
 
-def _run_daemon(args: argparse.Namespace) -> int:
+_AGENT_FLAGS = (
+    "--node-name",
+    "--node-labels",
+    "--register-with-taints",
+    "--node-status-update-frequency",
+    "--node-status-report-frequency",
+    "--node-lease-duration-seconds",
+    "--capacity",
+    "--max-pods",
+    "--kube-reserved",
+    "--system-reserved",
+    "--node-ip",
+)
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
+def _host_capacity() -> dict[str, str]:
+    capacity = {"cpu": str(os.cpu_count() or 1)}
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    capacity["memory"] = f"{int(line.split()[1])}Ki"
+    except (OSError, ValueError, IndexError):
+        pass
+    return capacity
+
+
+def _agent_config(args: argparse.Namespace) -> Any:
+    """The agent's settings from the flags; ValueError naming the flag."""
+    import ipaddress
+    import socket
+    from fractions import Fraction
+
+    from kubegpu.kubelet.agent import config
+    from kubegpu.kubelet.pod import parse_quantity
+
+    name = args.node_name or socket.gethostname().lower()
+    problem = config.node_name_error(name)
+    if problem:
+        raise ValueError(f"--node-name: {name!r} is not a valid node name: {problem}")
+    try:
+        ipaddress.ip_address(args.node_ip)
+    except ValueError:
+        raise ValueError(f"--node-ip: {args.node_ip!r} is not an IP address") from None
+    if args.max_pods < 0:
+        raise ValueError(f"--max-pods: must not be negative, got {args.max_pods}")
+    if args.node_lease_duration_seconds <= 0:
+        raise ValueError(f"--node-lease-duration-seconds: must be positive, got {args.node_lease_duration_seconds}")
+    capacity = {**_host_capacity(), "pods": str(args.max_pods), **config.parse_resources(args.capacity, "--capacity")}
+    reserved: dict[str, Fraction] = {}
+    for flag, text in (("--kube-reserved", args.kube_reserved), ("--system-reserved", args.system_reserved)):
+        for resource, value in config.parse_resources(text, flag).items():
+            reserved[resource] = reserved.get(resource, Fraction(0)) + parse_quantity(value)
+    return config.AgentConfig(
+        node_name=name,
+        kubeconfig=args.kubeconfig,
+        labels=config.parse_labels(args.node_labels),
+        taints=config.parse_taints(args.register_with_taints),
+        capacity=capacity,
+        reserved=reserved,
+        status_update_frequency=config.parse_duration(
+            args.node_status_update_frequency, "--node-status-update-frequency"
+        ),
+        status_report_frequency=config.parse_duration(
+            args.node_status_report_frequency, "--node-status-report-frequency"
+        ),
+        lease_duration=args.node_lease_duration_seconds,
+        internal_ip=args.node_ip,
+    )
+
+
+def _run_daemon(args: argparse.Namespace, agent_config: Any = None) -> int:
     # gRPC core prints its own INFO lines (e.g. a plugin's GOAWAY) to stderr, which would break our
     # one-event-per-line logs; our logs already say what happened. Must be set before grpc loads.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
@@ -150,8 +278,22 @@ def _run_daemon(args: argparse.Namespace) -> int:
         topology_policy=args.topology_manager_policy,
     )
 
+    make_agent = None
+    if agent_config is not None:
+        from kubegpu import kubeconfig as kubeconfigs
+        from kubegpu.kubelet.agent import agent
+
+        try:
+            kubeconfig = kubeconfigs.load(str(agent_config.kubeconfig))
+        except kubeconfigs.KubeconfigError as exc:
+            print(f"kubegpu kubelet: {exc}", file=sys.stderr)
+            return 2
+
+        def make_agent(node: Any) -> Any:
+            return agent.NodeAgent(node, agent_config, kubeconfig)
+
     async def run() -> None:
-        await daemon.Daemon(options).run()
+        await daemon.Daemon(options, make_agent).run()
 
     try:
         asyncio.run(run())

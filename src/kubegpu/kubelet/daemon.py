@@ -4,9 +4,10 @@ Owns the life of ``kubegpu kubelet``: create the socket dir (0750), refuse to
 start if another emulator serves it, clean it (plugins learn the kubelet
 restarted), restore the checkpoint and pod store, then serve the pod-resources
 API, the control API and finally ``Registration`` on ``kubelet.sock`` (its
-creation is the plugins' cue, so everything else is ready first). While
-running it sweeps capacity the way node-status updates call ``GetCapacity``.
-SIGTERM/SIGINT: disconnect every plugin, stop serving, remove the sockets.
+creation is the plugins' cue, so everything else is ready first), and last
+the node agent when one is given (``--kubeconfig``). While running it sweeps
+capacity the way node-status updates call ``GetCapacity``. SIGTERM/SIGINT:
+stop the agent, disconnect every plugin, stop serving, remove the sockets.
 Must not contain device-manager logic.
 """
 
@@ -19,8 +20,10 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from kubegpu.api import constants
 from kubegpu.kubelet import errors, files
@@ -62,9 +65,22 @@ def socket_answers(path: Path) -> bool:
     return True
 
 
+class Agent(Protocol):
+    """What plays this node on an API server (:class:`kubegpu.kubelet.agent.agent.NodeAgent`)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def status(self) -> dict[str, object]: ...
+
+
 class Daemon:
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, agent: Callable[[Node], Agent] | None = None) -> None:
+        """``agent`` builds the node agent (``--kubeconfig``); without it the emulator has no API side."""
         self.options = options
+        self._agent_factory = agent
+        self.agent: Agent | None = None
         self.socket_dir = options.socket_dir.absolute()
         self.node = Node(
             self.socket_dir,
@@ -123,6 +139,11 @@ class Daemon:
             raise errors.KubeletError(f"cannot serve: {exc}") from None
         interval = max(0.05, min(1.0, self.options.grace_period / 4))
         self._sweeper = asyncio.create_task(self._sweep(interval), name="capacity-sweep")
+        if self._agent_factory is not None:
+            # Last: the node is registered on the API only once its kubelet side serves.
+            self.agent = self._agent_factory(self.node)
+            self.node.agent_status = self.agent.status
+            await self.agent.start()
         log.info(
             "kubelet emulator started",
             extra={"socket_dir": str(self.socket_dir), "pid": os.getpid(), "race": self.options.reregistration_race},
@@ -137,6 +158,11 @@ class Daemon:
                 log.exception("capacity sweep failed")
 
     async def stop(self) -> None:
+        if self.agent is not None:
+            # First: no pod is admitted while the servers go away.
+            await self.agent.stop()
+            self.agent = None
+            self.node.agent_status = None
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -17,6 +17,7 @@ import asyncio
 import copy
 import logging
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from kubegpu.api import constants
@@ -62,6 +63,8 @@ class Node:
         self.info: dict[str, object] = {}
         #: The topology manager's chosen affinity per (pod uid, container).
         self.affinities: dict[tuple[str, str], topology.Hint] = {}
+        #: The node agent's report (``--kubeconfig``), shown under ``agent`` in the status; None without one.
+        self.agent_status: Callable[[], dict[str, object]] | None = None
         self._lock = asyncio.Lock()
 
     # ----- start -----------------------------------------------------------------------------
@@ -272,6 +275,7 @@ class Node:
                 "allocate_rpcs": self.manager.allocate_calls,
                 "events": self.events.seq,
             },
+            **({"agent": self.agent_status()} if self.agent_status is not None else {}),
         }
 
 

@@ -73,6 +73,15 @@ def status(data: Mapping[str, Any]) -> str:
                 for resource, ids in held.items() or [("-", [])]:
                     rows.append((f"{p['namespace']}/{p['name']}", container, resource, ", ".join(ids) or None))
         out.append(table(("POD", "CONTAINER", "RESOURCE", "DEVICES"), rows))
+    agent: Mapping[str, Any] | None = data.get("agent")
+    if agent:
+        out.append("")
+        state = "registered" if agent.get("registered") else "not registered yet"
+        out.append(
+            f"node agent: Node {agent.get('node_name')} {state}; {agent.get('status_updates', 0)} status updates, "
+            f"{agent.get('lease_renewals', 0)} lease renewals; pods running {agent.get('running', 0)}, "
+            f"rejected {agent.get('rejected', 0)}, deletions finished {agent.get('deleted', 0)}"
+        )
     return "\n".join(out)
 
 
