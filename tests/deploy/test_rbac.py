@@ -1,9 +1,8 @@
 """RBAC is least privilege and sufficient: a component's containers, run as rendered through a recording proxy to the
 API server, ask only what the chart's rules grant, and use every rule the chart grants them.
 
-The config-manager and the scheduler here; the node agent's follows the same way once ``kubegpu kubelet
---kubeconfig`` is on this branch. The proxy speaks plain HTTP to the in-process server, so on a real cluster these
-tests skip.
+The config-manager and the scheduler here; the node agent's in ``test_rbac_node_agent.py``. The proxy speaks plain
+HTTP to the in-process server, so on a real cluster these tests skip.
 """
 
 from __future__ import annotations
