@@ -69,6 +69,47 @@ def test_the_console_script_runs() -> None:
     assert "dgx-a100" in out and "a100-mig" in out
 
 
+def test_no_command_prints_the_usage_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("usage: kubegpu ") and captured.out == ""
+
+
+@pytest.mark.parametrize("command", list(cli.COMMANDS))
+def test_every_command_prints_its_version(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from kubegpu import __version__
+
+    assert cli.main([command, "--version"]) == 0
+    assert capsys.readouterr().out == f"kubegpu {command} {__version__}\n"
+
+
+@pytest.mark.parametrize("reader", ["head -1", "true"], ids=["head", "closed-at-once"])
+def test_a_closed_stdout_pipe_is_not_a_traceback(reader: str) -> None:
+    # ``true`` exits before kubegpu has started, so its first write meets a closed pipe every time.
+    done = subprocess.run(
+        f"{sys.executable} -m kubegpu machines list | {reader}; exit ${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["simulate", "--seed", "-1"], ["fault", "xid", "--gpu", "99", "--xid", "79"], ["kubelet", "--dial-timeout", "0"],
+     ["machines", "show", "nope"], ["topology", "--bogus"]],
+    ids=["simulate", "fault", "kubelet", "machines", "topology"],
+)  # fmt: skip
+def test_bad_input_is_one_line_without_the_usage_block(argv: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-m", "kubegpu", *argv], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"kubegpu {argv[0]}") and "usage:" not in done.stderr
+
+
 @pytest.mark.parametrize("name", list(cli.COMMANDS))
 def test_every_command_is_a_command_module_with_an_entry_point(name: str) -> None:
     import importlib

@@ -15,6 +15,7 @@ table when one package owns two commands (``kubegpu.gpu.command:fault_main``).
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import logging
@@ -22,10 +23,11 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import NoReturn
 
 #: command -> (module, one-line summary). Modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("kubegpu.demo.command", "a simulated GPU node end to end: emulator + plugin + exporter, in 30 s"),
+    "demo": ("kubegpu.demo.command", "a simulated GPU node end to end: emulator + plugin + exporter, in about 4 s"),
     "plugin": ("kubegpu.deviceplugin.plugin.command", "the NVIDIA-compatible device plugin (DaemonSet on GPU nodes)"),
     "kubelet": ("kubegpu.kubelet.command", "the kubelet device-manager emulator and its client commands"),
     "fault": ("kubegpu.gpu.command:fault_main", "inject XID / ECC / lost / recover faults into a simulated machine"),
@@ -35,7 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "labels": ("kubegpu.deviceplugin.gfd.command", "GPU feature discovery node labels"),
     "mps-daemon": ("kubegpu.deviceplugin.mps.command", "manage MPS control daemons for shared resources"),
     "exporter": ("kubegpu.monitoring.command", "dcgm-exporter-compatible Prometheus metrics with pod labels"),
-    "simulate": ("kubegpu.scheduling.command", "trace-driven GPU scheduling simulator (FGD reproduction)"),
+    "simulate": ("kubegpu.scheduling.simulate.command", "trace-driven GPU scheduling simulator (FGD reproduction)"),
     "scheduler": ("kubegpu.scheduling.live.command", "GPU-aware scheduler for a cluster: profiles, gangs, preemption"),
     "config-manager": ("kubegpu.configmanager.command", "choose the plugin config from a node label, SIGHUP on change"),
     "doctor": ("kubegpu.doctor.command", "the troubleshooting list as checks: node, then cluster; each with its fix"),
@@ -122,6 +124,11 @@ def _split_global(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     return options, rest
 
 
+def _one_line_error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    """Bad input on any command's line: one line naming the problem and exit 2, not argparse's usage block."""
+    parser.exit(2, f"{parser.prog}: error: {message}\n")
+
+
 def _usage_error(message: str) -> int:
     print(f"kubegpu: error: {message}", file=sys.stderr)
     return 2
@@ -149,13 +156,18 @@ def _help() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Dispatch to a command; returns the process exit code."""
     options, args = _split_global(sys.argv[1:] if argv is None else argv)
-    fmt = options.get("--log-format", os.environ.get("KUBEGPU_LOG_FORMAT", "text"))
+    # The exporter also takes dcgm-exporter's variable, so a dcgm-exporter DaemonSet logs as it asked.
+    exporter_fmt = os.environ.get("DCGM_EXPORTER_LOG_FORMAT") if args[:1] == ["exporter"] else None
+    fmt = options.get("--log-format", os.environ.get("KUBEGPU_LOG_FORMAT") or exporter_fmt or "text")
     level = options.get("--log-level", os.environ.get("KUBEGPU_LOG_LEVEL", "info"))
     if fmt not in ("text", "json"):
         return _usage_error(f"--log-format must be text or json, got {fmt!r}")
     if level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         return _usage_error(f"--log-level must be debug, info, warning or error, got {level!r}")
-    if not args or args[0] in ("-h", "--help", "help"):
+    if not args:
+        print(_help(), file=sys.stderr)
+        return 2
+    if args[0] in ("-h", "--help", "help"):
         print(_help())
         return 0
     if args[0] == "--version":
@@ -166,13 +178,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = args[0]
     if command not in COMMANDS:
         return _usage_error(f"unknown command {command!r} (choose from {', '.join(COMMANDS)})")
+    if "--version" in args[1 : args.index("--") if "--" in args else None]:
+        from kubegpu import __version__
+
+        print(f"kubegpu {command} {__version__}")
+        return 0
     setup_logging(fmt, level)
+    # Every command's parser reports bad input the same way (see --help for the usage).
+    argparse.ArgumentParser.error = _one_line_error  # type: ignore[method-assign,assignment]
     module_name, _, function = COMMANDS[command][0].partition(":")
     entry = getattr(importlib.import_module(module_name), function or "main")
     try:
         return int(entry(args[1:]))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (``kubegpu machines list | head -1``): not our error. Point stdout at
+        # /dev/null so the interpreter's final flush does not report it again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
 
 
 if __name__ == "__main__":

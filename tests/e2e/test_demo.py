@@ -32,3 +32,8 @@ def test_the_demo_refuses_a_machine_it_cannot_tell_the_story_on() -> None:
     )
     assert done.returncode == 2
     assert "needs at least 8 whole GPUs" in done.stderr
+    assert "(it runs on dgx-a100, dgx1-v100, hgx-h200, hgx2-v100, pcie-16xa40)" in done.stderr
+    mig = subprocess.run(
+        [sys.executable, "-m", "kubegpu", "demo", "--machine", "a100-mig"], capture_output=True, text=True
+    )
+    assert mig.returncode == 2 and "pick a machine without MIG (it runs on dgx-a100" in mig.stderr

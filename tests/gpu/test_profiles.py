@@ -135,3 +135,11 @@ def test_an_unknown_profile_name_lists_the_shipped_ones() -> None:
 def test_a_malformed_topology_file_names_the_problem(data: dict[str, object], message: str) -> None:
     with pytest.raises(errors.ProfileError, match=message.replace("[", r"\[").replace("]", r"\]")):
         profiles.topology_from_dict(data, "topo.json")
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x80binary", b"[" * 5000], ids=["binary", "deeply-nested"])
+def test_a_file_that_is_not_a_profile_is_a_profile_error(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_bytes(content)
+    with pytest.raises(errors.ProfileError, match=str(path)):
+        profiles.load(str(path))

@@ -165,3 +165,16 @@ async def test_the_default_pod_resources_socket_sits_beside_the_socket_dir(sock_
     assert emulator.pod_resources is not None
     assert emulator.pod_resources.socket_path == sock_dir / "pod-resources" / "kubelet.sock"
     assert stat.S_ISSOCK(mode(emulator.pod_resources.socket_path))
+
+
+@pytest.mark.parametrize(
+    "content", [b"{not json", b"\xff\xfe", b'{"version": 9, "pods": []}'], ids=["not-json", "binary", "version"]
+)
+async def test_a_corrupt_pod_store_is_an_error_naming_the_file_not_a_silent_empty_start(
+    socket_dir: Path, content: bytes
+) -> None:
+    store = socket_dir / ".kubegpu-kubelet" / "pods.json"
+    store.parent.mkdir(parents=True)
+    store.write_bytes(content)
+    with pytest.raises(errors.PodStoreError, match=f"pod store {store}: corrupt: .*; move it away"):
+        await Daemon(Options(socket_dir=socket_dir, serve_pod_resources=False)).start()

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,7 @@ from kubegpu.monitoring import command, counters
 from tests.monitoring import exposition
 from tests.monitoring.exporter_process import ExporterProcess, fault, get, scrape
 from tests.monitoring.podresources_server import ListerServer, Pod
-from tests.monitoring.test_fields import ENABLED
+from tests.monitoring.reference import enabled_counters
 from tests.polling import wait_until
 
 DGX = profiles.load("dgx-a100")
@@ -45,7 +48,7 @@ def test_every_enabled_default_counter_is_served_for_eight_gpus_and_promtool_acc
     with ExporterProcess(["--machine", "dgx-a100", "--fault-file", str(tmp_path / "f.jsonl")]) as exporter:
         text = scrape(exporter.url)
     out = exposition.parse(text)
-    for row in ENABLED:
+    for row in enabled_counters():
         if row["prom_type"] == "label":
             continue
         series = out.named(row["field"])
@@ -151,19 +154,27 @@ def test_print_default_counters_prints_the_shipped_file(capsys: pytest.CaptureFi
 @pytest.mark.parametrize(
     ("argv", "env", "message"),
     [
-        (["-c", "fast"], {}, "--collect-interval 'fast': expected a whole number of milliseconds"),
+        (["-c", "fast"], {}, "--collect-interval: 'fast' is not a whole number"),
         (["-c", "0"], {}, "--collect-interval 0: must be a positive number"),
         ([], {"DCGM_EXPORTER_INTERVAL": "-5"}, "$DCGM_EXPORTER_INTERVAL -5: must be a positive number"),
         (["--listen", "9400"], {}, "listen address '9400' must look like HOST:PORT"),
         (["-a", ":99999"], {}, "port 99999 is out of range"),
         (["--machine", "dgx-z900"], {}, "unknown machine profile 'dgx-z900'"),
         (["-f", "/nonexistent/c.csv"], {}, "counters file /nonexistent/c.csv: cannot read"),
-        (
-            [],
-            {"DCGM_EXPORTER_KUBERNETES": "maybe"},
-            "$DCGM_EXPORTER_KUBERNETES='maybe': could not parse \"maybe\" as bool value",
-        ),
+        (["-f", "/"], {}, "counters file /: cannot read"),
+        (["-f", "/dev/zero"], {}, "counters file /dev/zero: larger than 1048576 bytes"),
+        ([], {"DCGM_EXPORTER_KUBERNETES": "maybe"}, '$DCGM_EXPORTER_KUBERNETES: could not parse "maybe" as bool value'),
         (["--hostname-label", "HOSTNAME"], {}, "--hostname-label: invalid choice"),
+        (["-d", "g:0,x"], {}, "--devices: 'g:0,x': 'x' is not an ID"),
+        (["-d", "f+g"], {}, "f (flex) cannot be combined with g or i"),
+        (["-d", "g:9"], {}, "--devices: GPU 9 does not exist on this machine"),
+        (["-d", "i"], {}, "i (GPU instances) cannot be specified unless MIG mode is enabled"),
+        ([], {"DCGM_EXPORTER_OTHER_DEVICES_STR": "z"}, "$DCGM_EXPORTER_OTHER_DEVICES_STR: 'z': expected f, g"),
+        (["--kubernetes-gpu-id-type", "index"], {}, "--kubernetes-gpu-id-type: 'index': choose from uid, device-name"),
+        (["--dcgm-log-level", "LOUD"], {}, "--dcgm-log-level: 'LOUD': choose from NONE"),
+        (["--kubernetes-pod-label-allowlist-regex", "app,("], {}, "regex '('"),
+        (["--web-config-file", "/nonexistent/web.yml"], {}, "--web-config-file /nonexistent/web.yml: cannot read"),
+        (["--no-such-flag"], {}, "unrecognized arguments: --no-such-flag"),
     ],
     ids=[
         "interval-word",
@@ -173,8 +184,20 @@ def test_print_default_counters_prints_the_shipped_file(capsys: pytest.CaptureFi
         "address-port",
         "machine",
         "counters-missing",
+        "counters-directory",
+        "counters-endless",
         "kubernetes-env",
         "hostname-label",
+        "devices-syntax",
+        "devices-flex-combined",
+        "devices-missing-gpu",
+        "devices-instances-without-mig",
+        "switch-devices-env",
+        "gpu-id-type",
+        "dcgm-log-level",
+        "allowlist-regex",
+        "web-config-missing",
+        "unknown-flag",
     ],
 )
 def test_bad_input_exits_2_naming_the_problem(
@@ -189,7 +212,9 @@ def test_bad_input_exits_2_naming_the_problem(
     with pytest.raises(SystemExit) as info:
         command.main(["--machine", "pcie-4xt4", *argv])
     assert info.value.code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1 and "usage:" not in err  # one line, not argparse's usage block
 
 
 @pytest.mark.parametrize(
@@ -237,3 +262,101 @@ def test_without_a_machine_and_without_nvml_exits_1_with_one_line(capsys: pytest
     assert command.main(["--listen", "127.0.0.1:0"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("kubegpu exporter: ")
+
+
+def test_a_dcgm_exporter_command_line_runs_unchanged_and_logs_what_has_no_effect_once(tmp_path: Path) -> None:
+    csv = tmp_path / "dcp-metrics-included.csv"
+    csv.write_text("DCGM_FI_DEV_GPU_TEMP, gauge, Temp.\nDCGM_EXP_XID_ERRORS_COUNT, gauge, XIDs.\n")
+    argv = [
+        "--machine", "pcie-4xt4", "--fault-file", str(tmp_path / "f.jsonl"),
+        "-collectors", str(csv), "-no-hostname", "-rbmn", "-x", "60000", "--debug=false",
+        "-remote-hostengine-info", "nv-hostengine:5555", "--configmap-data=gpu-operator:exporter-metrics",
+        "--kubernetes-gpu-id-type", "device-name", "--web-read-timeout", "5s", "--use-old-namespace",
+        "--enable-dcgm-log", "--dcgm-log-level", "ERROR", "--switch-devices", "g", "-p", "g:0",
+    ]  # fmt: skip
+    env = {"DCGM_EXPORTER_DUMP_ENABLED": "true", "DCGM_EXPORTER_INTERVAL": "1000"}
+    with ExporterProcess(argv, env=env) as exporter:
+        page = exposition.parse(scrape(exporter.url))
+        log = "".join(exporter.stderr_lines)
+    temps = page.named("DCGM_FI_DEV_GPU_TEMP")
+    assert len(temps) == 4
+    assert all("Hostname" not in s.labels and " " not in s.labels["modelName"] and "uuid" in s.labels for s in temps)
+    no_effect = re.findall(r'msg="flag has no effect here" flag=(\S+)', log)
+    expected = ["--remote-hostengine-info", "--configmap-data", "--xid-count-window-size", "--enable-dcgm-log",
+                "--dcgm-log-level", "--switch-devices", "--cpu-devices", "--dump-enabled"]  # fmt: skip
+    assert sorted(no_effect) == sorted(expected)
+    assert "from=$DCGM_EXPORTER_DUMP_ENABLED" in log
+
+
+def test_version_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert command.main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("kubegpu exporter ")
+
+
+def test_a_1x_compatibility_counters_file_loads(tmp_path: Path) -> None:
+    csv = tmp_path / "1.x-compatibility-metrics.csv"
+    csv.write_text(
+        "# 1.x names\ndcgm_sm_clock, gauge, SM clock.\ndcgm_fb_used, gauge, FB used.\n"
+        "dcgm_pcie_tx_throughput, counter, PCIe TX.\ndcgm_fi_prof_gr_engine_active, gauge, GR active.\n"
+    )
+    with ExporterProcess(["--machine", "pcie-4xt4", "--fault-file", str(tmp_path / "f"), "-f", str(csv), "-o"]) as e:
+        page = exposition.parse(scrape(e.url))
+        log = "".join(e.stderr_lines)
+    assert {n for n in page.names() if n.startswith("dcgm")} == {
+        "dcgm_sm_clock", "dcgm_fb_used", "dcgm_fi_prof_gr_engine_active"
+    }  # fmt: skip
+    assert 'msg="counter not available, skipped" field=dcgm_pcie_tx_throughput' in log
+
+
+async def test_device_name_ids_are_attributed_with_the_device_name_gpu_id_type(tmp_path: Path, sock_dir: Path) -> None:
+    socket = sock_dir / "pod-resources.sock"
+    args = ["--machine", "dgx-a100", "--fault-file", str(tmp_path / "f.jsonl"), "--pod-resources-socket", str(socket)]
+    async with ListerServer(socket) as lister:
+        lister.pods = [Pod("ml", "train", {"main": [("nvidia.com/gpu", ["nvidia4/vgpu0"])]})]
+        env = {"DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE": "device-name"}
+        exporter = await asyncio.to_thread(ExporterProcess(args, env=env).start)
+        try:
+            page = exposition.parse(await asyncio.to_thread(scrape, exporter.url))
+        finally:
+            await asyncio.to_thread(exporter.stop)
+    held = [s.labels["gpu"] for s in page.named("DCGM_FI_DEV_GPU_TEMP") if "pod" in s.labels]
+    assert held == [str(next(g.index for g in DGX.gpus if g.minor == 4))]
+
+
+def test_web_systemd_socket_serves_the_socket_systemd_passed(tmp_path: Path) -> None:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    # As systemd does: the socket on descriptor 3, LISTEN_FDS=1 and LISTEN_PID = the exporter's own pid.
+    exporter = [sys.executable, "-m", "kubegpu", "exporter", "--machine", "pcie-4xt4", "--fault-file",
+                str(tmp_path / "f.jsonl"), "--web-systemd-socket", "--address", "127.0.0.1:1"]  # fmt: skip
+    proc = subprocess.Popen(
+        ["bash", "-c", 'LISTEN_PID=$$ LISTEN_FDS=1 exec "$@"', "bash", *exporter],
+        pass_fds=(3,),
+        preexec_fn=lambda: os.dup2(listener.fileno(), 3),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        page = wait_until(lambda: _try_scrape(f"http://127.0.0.1:{port}"), what="metrics on the passed socket")
+        assert "DCGM_FI_DEV_GPU_TEMP{" in page
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        listener.close()
+    assert proc.returncode == 0
+
+
+def _try_scrape(url: str) -> str | None:
+    try:
+        return scrape(url)
+    except OSError:
+        return None
+
+
+def test_web_systemd_socket_without_a_passed_socket_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        command.main(["--machine", "pcie-4xt4", "--web-systemd-socket"])
+    assert info.value.code == 2
+    assert "--web-systemd-socket: no socket passed by systemd" in capsys.readouterr().err

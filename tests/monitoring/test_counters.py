@@ -7,13 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubegpu.monitoring import counters, fields
-from tests.monitoring.test_fields import ENABLED
+from tests.monitoring.reference import enabled_counters
 
 
 def test_the_shipped_default_enables_every_dcgm_exporter_default_counter_with_its_type_and_help() -> None:
     parsed = counters.parse(counters.default_text(), "default")
     by_name = {c.name: c for c in (*parsed.values, *parsed.labels)}
-    for row in ENABLED:
+    for row in enabled_counters():
         assert row["field"] in by_name, row["field"]
         assert (by_name[row["field"]].type, by_name[row["field"]].help) == (row["prom_type"], row["help"])
     assert parsed.unsupported == ()
@@ -21,7 +21,7 @@ def test_the_shipped_default_enables_every_dcgm_exporter_default_counter_with_it
 
 def test_the_shipped_default_adds_only_the_fields_the_alert_rules_need() -> None:
     parsed = counters.parse(counters.default_text(), "default")
-    extra = set(parsed.names) - {r["field"] for r in ENABLED}
+    extra = set(parsed.names) - {r["field"] for r in enabled_counters()}
     assert extra == {"DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"}
 
 

@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-from pathlib import Path
 
 import pytest
 
 from kubegpu.gpu.telemetry import GpuSample, MigSample
 from kubegpu.monitoring import fields
-from tests.conftest import SHARED
+from tests.monitoring.reference import all_counters, enabled_params
 
-REFERENCE = SHARED / "reference" / "dcgm-default-counters.tsv"
-
-
-def _reference_rows(path: Path = REFERENCE) -> list[dict[str, str]]:
-    with path.open() as fh:
-        return list(csv.DictReader(fh, delimiter="\t"))
-
-
-ENABLED = [r for r in _reference_rows() if r["enabled"] == "yes"]
 GPU_ATTRS = {f.name for f in dataclasses.fields(GpuSample)}
 MIG_ATTRS = {f.name for f in dataclasses.fields(MigSample)}
 
 
-@pytest.mark.parametrize("row", ENABLED, ids=[r["field"] for r in ENABLED])
+@pytest.mark.parametrize("row", enabled_params())
 def test_every_enabled_default_counter_is_served_with_dcgm_exporters_type_and_help(row: dict[str, str]) -> None:
     if row["prom_type"] == "label":
         assert fields.LABEL_FIELDS[row["field"]].help == row["help"]
@@ -46,8 +35,9 @@ def test_every_field_reads_an_existing_telemetry_attribute(field: fields.Field) 
 def test_commented_reference_rows_we_serve_keep_their_help_text() -> None:
     # The reference lists disabled rows too; where we can serve one, its help must be dcgm-exporter's.
     # (PCIE_TX/RX_BYTES appear twice upstream: the enabled gauge rows win.)
-    enabled_names = {r["field"] for r in ENABLED}
-    for row in _reference_rows():
+    rows = all_counters()
+    enabled_names = {r["field"] for r in rows if r["enabled"] == "yes"}
+    for row in rows:
         if row["field"] in fields.FIELDS and row["field"] not in enabled_names:
             assert fields.FIELDS[row["field"]].help == row["help"], row["field"]
 

@@ -13,10 +13,10 @@ from kubegpu.gpu import faults, profiles
 from kubegpu.gpu.model import Machine
 from kubegpu.gpu.simulated import SimulatedBackend
 from kubegpu.gpu.telemetry import MachineSample
-from kubegpu.monitoring import attribution, counters, render
+from kubegpu.monitoring import attribution, counters, options, render
 from kubegpu.monitoring.attribution import Attribution, PodRef
 from tests.monitoring import exposition
-from tests.monitoring.test_fields import ENABLED
+from tests.monitoring.reference import enabled_counters
 
 DEFAULT = counters.parse(counters.default_text())
 OPTIONS = render.LabelOptions(hostname="node-1")
@@ -43,7 +43,7 @@ def rendered(
 def test_every_enabled_default_counter_has_one_series_per_gpu_with_dcgm_labels_in_order(tmp_path: Path) -> None:
     machine, sample = sample_of("dgx-a100", tmp_path)
     out = rendered(machine, sample)
-    for row in ENABLED:
+    for row in enabled_counters():
         if row["prom_type"] == "label":
             continue
         series = out.named(row["field"])
@@ -262,3 +262,41 @@ def test_no_two_series_share_a_name_and_label_set(holdings: list[tuple[str, str,
     out = rendered(_MIG, _MIG_SAMPLE, attribution_)
     keys = [(s.name, tuple(sorted(s.labels.items()))) for s in out.samples]
     assert len(keys) == len(set(keys))
+
+
+def test_a_1x_counters_file_serves_the_1x_names_from_their_dcgm_fields(tmp_path: Path) -> None:
+    machine, sample = sample_of("pcie-4xt4", tmp_path)
+    one_x = counters.parse("dcgm_gpu_temp, gauge, GPU temperature.\ndcgm_fi_prof_dram_active, gauge, DRAM.\n")
+    out = rendered(machine, sample, counter_set=one_x)
+    assert {n for n in out.names() if n.startswith("dcgm")} == {"dcgm_gpu_temp", "dcgm_fi_prof_dram_active"}
+    assert [s.value for s in out.named("dcgm_gpu_temp")] == [g.gpu_temp_c for g in sample.gpus]
+
+
+def test_old_namespace_uses_the_1x_label_names(tmp_path: Path) -> None:
+    machine, sample = sample_of("dgx-a100", tmp_path)
+    holders = Attribution(holders={machine.gpus[1].uuid: (PodRef("ns", "train", "main"),)})
+    out = rendered(machine, sample, holders, options=replace(OPTIONS, old_namespace=True))
+    held = next(s for s in out.named("DCGM_FI_DEV_GPU_TEMP") if s.labels["gpu"] == "1")
+    assert held.labels["uuid"] == machine.gpus[1].uuid and "UUID" not in held.labels
+    assert (held.labels["pod_name"], held.labels["pod_namespace"], held.labels["container_name"]) == (
+        "train", "ns", "main"
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("devices", "expected"),
+    [
+        ("f", {("0", None), ("1", None), *(("2", str(i)) for i in range(1, 8))}),
+        ("g", {("0", None), ("1", None), ("2", None)}),
+        ("g:1", {("1", None)}),
+        ("i", {*(("2", str(i)) for i in range(1, 8))}),
+        ("i:1,3-4", {("2", "1"), ("2", "3"), ("2", "4")}),
+        ("g:0+i:2", {("0", None), ("2", "2")}),
+    ],
+)
+def test_the_devices_flag_picks_gpus_and_gpu_instances(tmp_path: Path, devices: str, expected: set[object]) -> None:
+    machine, sample = sample_of("a100-mig", tmp_path)
+    assert [len(g.mig_devices) for g in machine.gpus[:3]] == [0, 0, 7]  # GPU 2: GPU_I_IDs 1-7
+    out = rendered(machine, sample, options=replace(OPTIONS, devices=options.parse_devices(devices)))
+    got = {(s.labels["gpu"], s.labels.get("GPU_I_ID")) for s in out.named("DCGM_FI_DEV_GPU_TEMP")}
+    assert {g for g in got if g[0] in ("0", "1", "2")} == expected  # GPUs 0-2 cover every case

@@ -1,4 +1,4 @@
-"""``kubegpu demo``: the whole node story in under 30 seconds on a simulated machine.
+"""``kubegpu demo``: the whole node story in about four seconds on a simulated machine.
 
 Owns the script of the demo: start the kubelet emulator, the device plugin and
 the exporter as real processes (real gRPC over unix sockets in a temp dir),
@@ -183,6 +183,21 @@ def _run(node: LocalNode, machine: Machine, out: Reporter) -> None:
     out.check("no sockets are left behind", not leftovers, ", ".join(leftovers))
 
 
+#: The story admits pods asking 1, 2 and 4 whole GPUs, faults one of them and then fits one more: it needs
+#: at least 8 GPUs, none in MIG mode (MIG devices are not advertised as nvidia.com/gpu).
+MIN_GPUS = 8
+
+
+def supported_profiles() -> list[str]:
+    """The shipped profiles the demo runs on: at least :data:`MIN_GPUS` GPUs, none MIG-enabled."""
+    out = []
+    for name in profiles.available():
+        machine = profiles.load(name)
+        if len(machine.gpus) >= MIN_GPUS and not any(g.mig_enabled for g in machine.gpus):
+            out.append(name)
+    return out
+
+
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "cluster":
         from kubegpu.demo import cluster
@@ -191,10 +206,15 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="kubegpu demo",
         description="A simulated GPU node end to end: kubelet emulator, device plugin and exporter as real "
-        "processes talking gRPC over unix sockets in a temp dir. Takes about 15 seconds. "
+        "processes talking gRPC over unix sockets in a temp dir. Takes about 4 seconds. "
         "'kubegpu demo cluster --kubeconfig FILE' runs the cluster demo on an API server instead.",
     )
-    parser.add_argument("--machine", default="dgx-a100", help="simulated machine profile (default: dgx-a100)")
+    parser.add_argument(
+        "--machine",
+        default="dgx-a100",
+        help=f"simulated machine profile (default: dgx-a100); one with at least {MIN_GPUS} whole GPUs and no MIG, "
+        f"because the story admits 1 + 2 + 4 GPUs and then one more: {', '.join(supported_profiles())}",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per line; the last is the summary")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs) for inspection")
     args = parser.parse_args(argv)
@@ -202,10 +222,14 @@ def main(argv: list[str]) -> int:
         machine = profiles.load(args.machine)
     except gpu_errors.ProfileError as exc:
         parser.error(str(exc))
-    if len(machine.gpus) < 8:
-        parser.error(f"--machine {args.machine}: the demo needs at least 8 whole GPUs, it has {len(machine.gpus)}")
+    choices = f"(it runs on {', '.join(supported_profiles())})"
+    if len(machine.gpus) < MIN_GPUS:
+        parser.error(
+            f"--machine {args.machine}: the demo needs at least {MIN_GPUS} whole GPUs, it has {len(machine.gpus)} "
+            + choices
+        )
     if any(g.mig_enabled for g in machine.gpus):
-        parser.error(f"--machine {args.machine}: the demo uses whole GPUs; pick a machine without MIG")
+        parser.error(f"--machine {args.machine}: the demo uses whole GPUs; pick a machine without MIG {choices}")
 
     out = Reporter(as_json=args.json)
     node = LocalNode(machine=args.machine)

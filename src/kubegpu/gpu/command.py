@@ -28,8 +28,9 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument(
         "--fault-file",
         type=Path,
-        help="the machine's fault journal (default: $KUBEGPU_FAULT_FILE or <tmp>/kubegpu-faults-<machine>.jsonl); "
-        "pass the same path the plugin was started with",
+        help="the machine's fault journal (default: $KUBEGPU_FAULT_FILE, else one per user, machine and working "
+        "directory under $XDG_RUNTIME_DIR/kubegpu or <tmp>/kubegpu-<uid>); pass the same path the plugin was "
+        "started with",
     )
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     xid = sub.add_parser("xid", parents=[target], help="an XID critical error")
@@ -45,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     recover = sub.add_parser("recover", parents=[target], help="the GPU is healthy again")
     recover.add_argument("--gpu", required=True, help="GPU index or UUID")
     sub.add_parser("list", parents=[target], help="print the journal")
+    sub.add_parser("clear", parents=[target], help="remove the journal: every GPU healthy again, no XID history")
+    sub.add_parser("path", parents=[target], help="print where the journal is")
     return parser
 
 
@@ -57,6 +60,9 @@ def fault_main(argv: list[str]) -> int:
     except errors.ProfileError as exc:
         parser.error(str(exc))
     path: Path = args.fault_file or faults.default_path(machine.name)
+    if args.action == "path":
+        print(path)
+        return 0
     if args.action == "list":
         try:
             for fault in faults.read_all(path):
@@ -64,6 +70,14 @@ def fault_main(argv: list[str]) -> int:
         except errors.GpuError as exc:
             print(f"kubegpu fault: {exc}", file=sys.stderr)
             return 1
+        return 0
+    if args.action == "clear":
+        try:
+            removed = faults.clear(path)
+        except OSError as exc:
+            print(f"kubegpu fault: cannot remove {path}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        print(f"cleared {path}" if removed else f"no journal at {path}")
         return 0
     gpu = _gpu_index(machine, args.gpu)
     if gpu is None:
@@ -81,7 +95,11 @@ def fault_main(argv: list[str]) -> int:
         fault = faults.Fault(kind="lost", gpu=gpu)
     else:
         fault = faults.Fault(kind="recover", gpu=gpu)
-    faults.append(path, fault)
+    try:
+        faults.append(path, fault)
+    except OSError as exc:
+        print(f"kubegpu fault: cannot write the fault journal {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     meaning = "" if fault.xid is None else f" ({xid.meaning(fault.xid)})"
     print(f"injected {fault.kind}{'' if fault.xid is None else f' {fault.xid}'}{meaning} on GPU {gpu} -> {path}")
     return 0

@@ -13,6 +13,7 @@ Must not decide device health: that is the device plugin's policy.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -74,17 +75,36 @@ class Fault:
             raise errors.GpuError(f"{where}: bad fault line {line.strip()!r}: {exc}") from exc
 
 
-def default_path(machine: str) -> Path:
-    """Where the journal of simulated machine ``machine`` lives unless told otherwise."""
+def journal_dir() -> Path:
+    """This user's directory for fault journals: ``$XDG_RUNTIME_DIR/kubegpu``, else ``<tmp>/kubegpu-<uid>``.
+
+    Per user, so two users of one machine never share (or fail to write) a journal; the runtime dir is
+    also emptied at logout, so faults do not outlive the session.
+    """
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and Path(runtime).is_dir():
+        return Path(runtime) / "kubegpu"
+    return Path(tempfile.gettempdir()) / f"kubegpu-{os.getuid()}"
+
+
+def default_path(machine: str, run_dir: Path | None = None) -> Path:
+    """Where the journal of simulated machine ``machine`` lives unless told otherwise.
+
+    ``$KUBEGPU_FAULT_FILE`` if set; else one journal per user (:func:`journal_dir`), machine and run
+    directory (the working directory by default), so runs started in different directories never see
+    each other's faults. ``kubegpu fault`` run from the same directory finds the same journal.
+    """
     override = os.environ.get(ENV_FAULT_FILE)
     if override:
         return Path(override)
-    return Path(tempfile.gettempdir()) / f"kubegpu-faults-{machine}.jsonl"
+    where = str((run_dir or Path.cwd()).absolute())
+    tag = hashlib.sha256(where.encode()).hexdigest()[:12]
+    return journal_dir() / f"faults-{machine}-{tag}.jsonl"
 
 
 def append(path: Path, fault: Fault) -> None:
     """Append one fault; a single ``write`` with O_APPEND so concurrent writers never interleave."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     data = (fault.to_json() + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -128,10 +148,29 @@ def read_from(path: Path, offset: int, end: int | None = None) -> tuple[list[Fau
 
 
 def read_all(path: Path) -> list[Fault]:
-    """Every fault in the journal; raises on a malformed line (for CLI listing)."""
+    """Every fault in the journal; raises :class:`~kubegpu.gpu.errors.GpuError` on a malformed or unreadable file."""
     if not path.exists():
         return []
-    return [Fault.from_json(line, f"{path}:{n}") for n, line in enumerate(path.read_text().splitlines(), 1) if line]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise errors.GpuError(f"{path}: not a fault journal (not UTF-8 text)") from None
+    except OSError as exc:
+        raise errors.GpuError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return [Fault.from_json(line, f"{path}:{n}") for n, line in enumerate(text.splitlines(), 1) if line]
+
+
+def clear(path: Path) -> bool:
+    """Remove the journal, for a fresh run; returns whether there was one.
+
+    Telemetry of running backends reads healthy again at once (it folds the whole journal each sample);
+    tailing health-event readers see nothing new: removal is not a recovery event.
+    """
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 @dataclass

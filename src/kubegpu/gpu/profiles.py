@@ -231,13 +231,16 @@ def load(name_or_path: str) -> Machine:
             f"unknown machine profile {name_or_path!r}: not a shipped profile ({', '.join(available())}) and not a file"
         )
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise errors.ProfileError(f"{path}: not a machine profile (not UTF-8 text)") from None
     except OSError as exc:
         raise errors.ProfileError(f"{path}: cannot read: {exc.strerror}") from exc
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise errors.ProfileError(f"{path}: not valid YAML/JSON: {exc}") from exc
+    except (yaml.YAMLError, json.JSONDecodeError, RecursionError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise errors.ProfileError(f"{path}: not valid YAML/JSON: {first}") from None
     if not isinstance(data, dict):
         raise errors.ProfileError(f"{path}: top level must be a mapping")
     if "topology" in data:  # canonical JSON

@@ -71,9 +71,12 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
     """Read a Pod manifest file (YAML or JSON); errors name the file and the problem."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise errors.PodManifestError(f"{path}: cannot read: {exc.strerror}") from None
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise errors.PodManifestError(f"{path}: not a Pod manifest (not UTF-8 text)") from None
+    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise errors.PodManifestError(f"{path}: cannot read: {why}") from None
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,8 +55,20 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative number of seconds, got {text!r}")
+    return value
+
+
+#: Timeouts: 0 would fail every call at once, more than an hour is a typo.
+TIMEOUT_RANGE_S = (0.0, 3600.0)
+
+
+def _timeout(text: str) -> float:
+    value = _seconds(text)
+    low, high = TIMEOUT_RANGE_S
+    if not low < value <= high:
+        raise argparse.ArgumentTypeError(f"must be within ({low:g}, {high:g}] seconds, got {text!r}")
     return value
 
 
@@ -91,14 +105,14 @@ def _daemon_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--dial-timeout",
-        type=_seconds,
+        type=_timeout,
         default=constants.DIAL_TIMEOUT_S,
         metavar="SECONDS",
         help="how long Register waits to connect to the plugin's socket (kubelet: 10)",
     )
     parser.add_argument(
         "--pre-start-timeout",
-        type=_seconds,
+        type=_timeout,
         default=constants.PRE_START_CONTAINER_TIMEOUT_S,
         metavar="SECONDS",
         help="deadline of PreStartContainer (kubelet: 30)",
@@ -159,7 +173,7 @@ def _client_parser(command: str) -> argparse.ArgumentParser:
         parser.description = "Print state-change events as they happen, one JSON object per line (Ctrl-C ends)."
     if command != "watch":
         parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    parser.add_argument("--timeout", type=_seconds, default=60.0, metavar="SECONDS", help="give up after this long")
+    parser.add_argument("--timeout", type=_timeout, default=60.0, metavar="SECONDS", help="give up after this long")
     return parser
 
 
@@ -184,6 +198,10 @@ def main(argv: list[str]) -> int:
         if given:
             parser.error(f"{given[0]} needs --kubeconfig (the node agent plays a Node on an API server)")
     return _run_daemon(args, agent_config)
+
+
+def _exit_early(_sig: int, _frame: object) -> None:
+    raise SystemExit(0)
 
 
 _AGENT_FLAGS = (
@@ -265,6 +283,11 @@ def _run_daemon(args: argparse.Namespace, agent_config: Any = None) -> int:
     # gRPC core prints its own INFO lines (e.g. a plugin's GOAWAY) to stderr, which would break our
     # one-event-per-line logs; our logs already say what happened. Must be set before grpc loads.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    # Until the daemon's own handlers take over (before it binds anything): SIGHUP never kills it (exit 129),
+    # SIGTERM/SIGINT end it cleanly, with nothing to clean up yet.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _exit_early)
     from kubegpu.kubelet import daemon, errors
 
     options = daemon.Options(
@@ -297,6 +320,9 @@ def _run_daemon(args: argparse.Namespace, agent_config: Any = None) -> int:
 
     try:
         asyncio.run(run())
+    except errors.PodStoreError as exc:  # bad input: the operator's file
+        print(f"kubegpu kubelet: {exc}", file=sys.stderr)
+        return 2
     except errors.KubeletError as exc:
         print(f"kubegpu kubelet: {exc}", file=sys.stderr)
         return 1

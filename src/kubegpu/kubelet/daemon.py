@@ -179,14 +179,25 @@ class Daemon:
         self._stopping.set()
 
     async def run(self) -> None:
-        """Start, serve until SIGTERM/SIGINT (or :meth:`request_stop`), stop."""
-        await self.start()
+        """Start, serve until SIGTERM/SIGINT (or :meth:`request_stop`), stop.
+
+        The handlers go in before starting, so a signal during start is handled too. SIGHUP is logged and
+        ignored: the emulator has no config file to reload (flags only), and it must not die with its sockets left.
+        """
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        for sig in signals[:2]:
             loop.add_signal_handler(sig, self.request_stop)
+        loop.add_signal_handler(signal.SIGHUP, lambda: log.info("SIGHUP ignored: nothing to reload"))
+        try:
+            await self.start()  # start() cleans up after itself when it fails
+        except BaseException:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+            raise
         try:
             await self._stopping.wait()
         finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in signals:
                 loop.remove_signal_handler(sig)
             await self.stop()

@@ -40,6 +40,10 @@ class CheckpointError(KubeletError, ValueError):
     """A checkpoint file is corrupt or its checksum does not match."""
 
 
+class PodStoreError(KubeletError, ValueError):
+    """The emulator's pod store (``pods.json``) cannot be read; the message names the file and the problem."""
+
+
 class KubeletUnavailable(KubeletError):
     """No emulator answers on the control socket (not running, wrong ``--socket-dir``)."""
 

@@ -58,15 +58,21 @@ class PodStore:
         files.write_atomic(self.path, json.dumps(doc, indent=1).encode())
 
     def load(self) -> None:
-        """Read the file if there is one; a corrupt file is logged and ignored, like a corrupt checkpoint."""
+        """Read the file if there is one; raises :class:`~kubegpu.kubelet.errors.PodStoreError` naming it.
+
+        Unlike a corrupt checkpoint, a corrupt store is not skipped: without it every pod would count as never
+        admitted and all allocations would be dropped silently. The operator moves the file away to start empty.
+        """
         if self.path is None or not self.path.exists():
             return
+        fix = "move it away to start with no pods"
         try:
             doc = json.loads(self.path.read_bytes())
             if not isinstance(doc, dict) or doc.get("version") != _VERSION or not isinstance(doc.get("pods"), list):
                 raise ValueError(f"not a version {_VERSION} pod store")
             pods = [pod.parse(m) for m in doc["pods"]]
-        except (OSError, ValueError, errors.PodManifestError) as exc:
-            log.warning("ignoring unreadable pod store", extra={"path": str(self.path), "error": str(exc)})
-            return
+        except OSError as exc:
+            raise errors.PodStoreError(f"pod store {self.path}: cannot read: {exc.strerror or exc}; {fix}") from None
+        except (ValueError, errors.PodManifestError) as exc:  # UnicodeDecodeError and JSONDecodeError included
+            raise errors.PodStoreError(f"pod store {self.path}: corrupt: {exc}; {fix}") from None
         self._pods = {p.uid: p for p in pods if p.uid}

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from kubegpu.gpu.backend import GpuBackend
 from kubegpu.gpu.model import Machine
 from kubegpu.gpu.telemetry import MachineSample
-from kubegpu.monitoring import attribution, render
+from kubegpu.monitoring import attribution, devicenames, render
 from kubegpu.monitoring.counters import CounterSet
 from kubegpu.monitoring.podresources import PodResourcesClient, PodResourcesUnavailable
 
@@ -50,6 +50,8 @@ class Collector:
         options: label spellings.
         pods: pod-resources client, or None when pod attribution is off.
         extra_resources: resource names attributed besides the NVIDIA ones.
+        device_names: the plugin's device IDs are device names (``nvidia3``), ``--kubernetes-gpu-id-type
+            device-name``.
         clock: wall clock for the last-collection timestamp.
     """
 
@@ -62,8 +64,12 @@ class Collector:
         pods: PodResourcesClient | None = None,
         extra_resources: Sequence[str] = (),
         clock: Callable[[], float] = time.time,
+        device_names: bool = False,
     ) -> None:
+        self._device_names = device_names
         self._backend = backend
+        self._machine = machine
+        self._options = options
         self._counters = counter_set
         self._entities = render.entities(machine, counter_set, options)
         self._index = attribution.device_index(machine)
@@ -82,6 +88,15 @@ class Collector:
     @property
     def page(self) -> Page:
         return self._page
+
+    @property
+    def counters(self) -> CounterSet:
+        return self._counters
+
+    def use_counters(self, counter_set: CounterSet) -> None:
+        """Serve ``counter_set`` from the next collection on (a reloaded counters file)."""
+        self._entities = render.entities(self._machine, counter_set, self._options)
+        self._counters = counter_set
 
     async def collect_once(self) -> None:
         """Sample, attribute and render; never raises for a backend or kubelet failure."""
@@ -106,6 +121,8 @@ class Collector:
                 if self._pods_up is False and self._page.generation > 0:
                     log.info("pod attribution available again", extra={"socket": str(self._pods.socket)})
                 self._pods_up = True
+                if self._device_names:
+                    rows = devicenames.translate(rows, self._machine)
                 holders = attribution.attribute(rows, self._index, self._extra)
                 if holders.unresolved != self._unresolved:
                     self._unresolved = holders.unresolved

@@ -1,9 +1,11 @@
 """``kubegpu exporter``: dcgm-exporter compatible Prometheus metrics, with pod labels.
 
-Owns the command line (dcgm-exporter's flag names and environment variables
-where they exist, CLI > env > default), wiring the backend, the collector and
-the endpoint together, and the process lifetime (SIGTERM/SIGINT stop it
-cleanly). Must not contain field, label or attribution rules.
+Owns the command line (every flag and environment variable of dcgm-exporter, from the table in
+:mod:`kubegpu.monitoring.options`, plus our own; CLI > env > default), wiring the backend, the
+collector and the endpoint together, and the process lifetime: SIGTERM/SIGINT stop it cleanly,
+SIGHUP reloads the counters file and the web config (a bad file is logged and the running one
+kept), and the handlers are in place before anything slow starts. Must not contain field, label or
+attribution rules.
 """
 
 from __future__ import annotations
@@ -12,212 +14,328 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import FrameType
+from typing import TYPE_CHECKING, NoReturn
 
-from kubegpu.api import constants
-from kubegpu.common import boolean
+from kubegpu.monitoring import options
 
 if TYPE_CHECKING:
     from kubegpu.monitoring.collector import Collector
+    from kubegpu.monitoring.counters import CounterSet
     from kubegpu.monitoring.endpoint import Endpoint
+    from kubegpu.monitoring.webconfig import WebConfig
 
 log = logging.getLogger(__name__)
 
-DEFAULT_ADDRESS = ":9400"
-DEFAULT_INTERVAL_MS = 30000
-
-# dcgm-exporter's environment variables for the same settings.
-ENV_ADDRESS = "DCGM_EXPORTER_LISTEN"
-ENV_INTERVAL = "DCGM_EXPORTER_INTERVAL"
-ENV_COLLECTORS = "DCGM_EXPORTER_COLLECTORS"
-ENV_KUBERNETES = "DCGM_EXPORTER_KUBERNETES"
-ENV_SOCKET = "DCGM_POD_RESOURCES_KUBELET_SOCKET"
-ENV_RESOURCE_NAMES = "NVIDIA_RESOURCE_NAMES"
+PROG = "kubegpu exporter"
 # The device plugin's names for the driver location, so one DaemonSet template serves both.
 ENV_DRIVER_ROOT = "NVIDIA_DRIVER_ROOT"
 ENV_CONTAINER_DRIVER_ROOT = "CONTAINER_DRIVER_ROOT"
 #: The node name for the hostname label (set it from the downward API ``spec.nodeName`` in a DaemonSet).
 ENV_NODE_NAME = "NODE_NAME"
+#: Before dcgm-exporter's name for it existed, ours; still accepted.
+OUR_SOCKET_FLAG = "pod-resources-socket"
+
+_DCGM_LOG_LEVELS = ("NONE", "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "VERB")
+_GPU_ID_TYPES = ("uid", "device-name")
+
+
+class _Stop(Exception):
+    """SIGTERM/SIGINT before the event loop took over the signals."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        fail(message)
+
+
+def fail(message: str) -> NoReturn:
+    """Bad input: one line on stderr, exit 2."""
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _flag_names(flag: options.Flag) -> list[str]:
+    return [f"--{flag.name}", *(f"-{a}" if len(a) == 1 else f"--{a}" for a in flag.aliases)]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kubegpu exporter",
+    parser = _Parser(
+        prog=PROG,
         description="Serve dcgm-exporter compatible GPU metrics on /metrics (and /health), optionally labelled "
-        "with the pod, namespace and container holding each GPU (kubelet pod-resources API).",
+        "with the pod, namespace and container holding each GPU (kubelet pod-resources API). Takes every "
+        "dcgm-exporter flag and environment variable; those that need a DCGM host engine are accepted and "
+        "logged once as having no effect.",
     )
-    parser.add_argument(
-        "-a",
-        "--address",
-        "--listen",
-        dest="address",
-        metavar="HOST:PORT",
-        help=f"listen address (default: ${ENV_ADDRESS} or {DEFAULT_ADDRESS}, every interface)",
-    )
-    parser.add_argument(
-        "-f",
-        "--collectors",
-        metavar="CSV",
-        help=f"counters file in dcgm-exporter's format (default: ${ENV_COLLECTORS} or the file shipped with "
-        "kubegpu; print it with --print-default-counters)",
-    )
-    parser.add_argument(
-        "-c",
-        "--collect-interval",
-        metavar="MS",
-        help=f"collection interval in milliseconds (default: ${ENV_INTERVAL} or {DEFAULT_INTERVAL_MS}); "
-        "scrapes are served from the last collection",
-    )
-    parser.add_argument(
-        "-k",
-        "--kubernetes",
-        action="store_true",
-        default=None,
-        help=f"add pod, namespace and container labels from the kubelet's pod-resources API (default: "
-        f"${ENV_KUBERNETES}; implied by --pod-resources-socket)",
-    )
-    parser.add_argument(
-        "--pod-resources-socket",
-        metavar="PATH",
-        help=f"the kubelet's pod-resources socket (default: ${ENV_SOCKET} or {constants.POD_RESOURCES_SOCKET}); "
-        "giving it turns on --kubernetes",
-    )
-    parser.add_argument(
-        "--nvidia-resource-names",
-        metavar="NAMES",
-        help=f"comma-separated extra resource names to attribute, besides nvidia.com/gpu, nvidia.com/mig-* and "
-        f"nvidia.com/gpu.shared (default: ${ENV_RESOURCE_NAMES})",
-    )
-    parser.add_argument("-n", "--no-hostname", action="store_true", help="leave out the hostname label")
-    parser.add_argument(
+    dcgm = parser.add_argument_group("dcgm-exporter's flags (value: --flag, else $ENV, else default)")
+    for flag in options.FLAGS:
+        names = _flag_names(flag)
+        if flag.name == "address":
+            names.append("--listen")
+        if flag.name == "pod-resources-kubelet-socket":
+            names.append(f"--{OUR_SOCKET_FLAG}")
+        env = ", ".join(f"${e}" for e in flag.env)
+        help_text = f"{flag.meaning} ({env}; default {flag.default or 'none'})"
+        if flag.effect == "ignored":
+            help_text += " [accepted, no effect here]"
+        if flag.kind == "bool":
+            dcgm.add_argument(
+                *names, dest=flag.dest, action="append", nargs="?", const="true", metavar="BOOL", help=help_text
+            )
+        else:
+            dcgm.add_argument(*names, dest=flag.dest, action="append", metavar=flag.kind.upper(), help=help_text)
+    ours = parser.add_argument_group("kubegpu's own flags")
+    ours.add_argument(
         "--hostname-label",
         choices=("Hostname", "hostname"),
         default="Hostname",
         help="spelling of the hostname label: Hostname (released dcgm-exporter 4.x, default) or hostname "
         f"(dcgm-exporter main); its value is ${ENV_NODE_NAME} or the host name",
     )
-    parser.add_argument(
-        "--replace-blanks-in-model-name",
-        action="store_true",
-        help="write dashes instead of spaces in the modelName label",
-    )
-    parser.add_argument("--machine", metavar="PROFILE", help="read a simulated machine instead of NVML")
-    parser.add_argument(
+    ours.add_argument("--machine", metavar="PROFILE", help="read a simulated machine instead of NVML")
+    ours.add_argument(
         "--fault-file",
         type=Path,
         metavar="PATH",
-        help="the simulated machine's fault journal (default: $KUBEGPU_FAULT_FILE or "
-        "<tmp>/kubegpu-faults-<machine>.jsonl); pass the path given to 'kubegpu fault'",
+        help="the simulated machine's fault journal (default: $KUBEGPU_FAULT_FILE or the one 'kubegpu fault' "
+        "uses); pass the path given to 'kubegpu fault'",
     )
-    parser.add_argument(
+    ours.add_argument(
         "--driver-root",
         metavar="PATH",
         help=f"host path of the NVIDIA driver installation, where libnvidia-ml.so.1 is looked for (default: "
         f"${ENV_DRIVER_ROOT} or /)",
     )
-    parser.add_argument(
+    ours.add_argument(
         "--container-driver-root",
         metavar="PATH",
         help=f"where the driver root is mounted in the exporter's container, searched first (default: "
         f"${ENV_CONTAINER_DRIVER_ROOT} or /driver-root)",
     )
-    parser.add_argument(
-        "--print-default-counters", action="store_true", help="print the shipped counters file and exit"
-    )
+    ours.add_argument("--print-default-counters", action="store_true", help="print the shipped counters file")
+    ours.add_argument("-v", "--version", action="store_true", help="print the version and exit")
     return parser
 
 
-class _Settings(argparse.Namespace):
-    address: str | None
-    collectors: str | None
-    collect_interval: str | None
-    kubernetes: bool | None
-    pod_resources_socket: str | None
-    nvidia_resource_names: str | None
-    no_hostname: bool
-    hostname_label: str
-    replace_blanks_in_model_name: bool
-    machine: str | None
-    fault_file: Path | None
-    driver_root: str | None
-    container_driver_root: str | None
-    print_default_counters: bool
+@dataclass(frozen=True)
+class Settings:
+    """Everything the exporter runs with, resolved and checked."""
+
+    values: Mapping[str, options.Value]
+    counters_path: Path | None  # None: the shipped file
+    web_config_path: Path | None
+    interval_s: float
+    read_timeout_s: float
+    write_timeout_s: float
+    kubernetes: bool
+    socket_path: str
+    devices: options.DeviceSpec
+
+    def __getitem__(self, name: str) -> options.Value:
+        return self.values[name]
 
 
-def _env_bool(parser: argparse.ArgumentParser, name: str) -> bool:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return False
+def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
+    """Resolve and check every dcgm-exporter flag; exits 2 (one line) naming a bad one."""
+    values: dict[str, options.Value] = {}
+    for flag in options.FLAGS:
+        try:
+            values[flag.name] = options.resolve(flag, getattr(args, flag.dest), environ)
+        except options.OptionError as exc:
+            fail(str(exc))
+
+    def text(name: str) -> str:
+        return str(values[name].value)
+
+    interval = values["collect-interval"]
+    if not isinstance(interval.value, int) or interval.value <= 0:
+        fail(f"{interval.source} {interval.value}: must be a positive number of milliseconds")
+    timeouts: list[float] = []
+    for name in ("web-read-timeout", "web-write-timeout"):
+        try:
+            timeouts.append(options.go_duration_s(text(name)))
+        except ValueError as exc:
+            # dcgm-exporter falls back to its default on a malformed duration; so do we, loudly.
+            log.warning("bad duration, using the default", extra={"flag": name, "error": str(exc)})
+            timeouts.append(options.go_duration_s(options.BY_NAME[name].default))
+    for name in ("devices", "cpu-devices", "switch-devices"):
+        try:
+            spec = options.parse_devices(text(name))
+        except ValueError as exc:
+            fail(f"{values[name].source}: {exc}")
+        if name == "devices":
+            devices = spec
+    for name, choices in (("kubernetes-gpu-id-type", _GPU_ID_TYPES), ("dcgm-log-level", _DCGM_LOG_LEVELS)):
+        if text(name) not in choices:
+            fail(f"{values[name].source}: {text(name)!r}: choose from {', '.join(choices)}")
+    if text("log-format") not in ("text", "json"):
+        fail(f"invalid log-format parameter values: {text('log-format')}")
+    allow = values["kubernetes-pod-label-allowlist-regex"].value
+    for pattern in allow if isinstance(allow, tuple) else ():
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            fail(f"{values['kubernetes-pod-label-allowlist-regex'].source}: regex {pattern!r}: {exc}")
+
+    collectors = values["collectors"]
+    counters_path: Path | None = Path(text("collectors"))
+    if not collectors.is_set and counters_path is not None and not counters_path.exists():
+        counters_path = None  # dcgm-exporter's image has this file; ours ships a copy in the package
+    socket_value = values["pod-resources-kubelet-socket"]
+    kubernetes = bool(values["kubernetes"].value) or socket_value.is_set
+    web = text("web-config-file")
+    return Settings(
+        values=values,
+        counters_path=counters_path,
+        web_config_path=Path(web) if web else None,
+        interval_s=int(interval.value) / 1000.0,
+        read_timeout_s=timeouts[0],
+        write_timeout_s=timeouts[1],
+        kubernetes=kubernetes,
+        socket_path=text("pod-resources-kubelet-socket"),
+        devices=devices,
+    )
+
+
+#: A counters file is a few KiB; anything past this is not one (``/dev/zero``, a log file given by mistake).
+MAX_COUNTERS_BYTES = 1 << 20
+
+
+def read_counters(path: Path | None) -> CounterSet:
+    """The counters file (None: the shipped one); raises CountersError naming the file."""
+    from kubegpu.monitoring import counters
+
+    if path is None:
+        return counters.parse(counters.default_text(), counters.DEFAULT_FILE_NAME)
     try:
-        return boolean.parse_bool(value)
-    except ValueError as exc:
-        parser.error(f"${name}={value!r}: {exc}")
-
-
-def _interval_ms(parser: argparse.ArgumentParser, args: _Settings) -> int:
-    if args.collect_interval is not None:
-        text, where = args.collect_interval, "--collect-interval"
-    else:
-        text, where = os.environ.get(ENV_INTERVAL, str(DEFAULT_INTERVAL_MS)), f"${ENV_INTERVAL}"
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_COUNTERS_BYTES + 1)
+    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
+        why = exc.strerror if isinstance(exc, OSError) else None
+        raise counters.CountersError(f"counters file {path}: cannot read: {why or exc}") from None
+    if len(raw) > MAX_COUNTERS_BYTES:
+        raise counters.CountersError(f"counters file {path}: larger than {MAX_COUNTERS_BYTES} bytes")
     try:
-        value = int(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise counters.CountersError(f"counters file {path}: not UTF-8 text") from None
+    counter_set = counters.parse(text, str(path))
+    if not counter_set.values:
+        raise counters.CountersError(f"counters file {path}: enables no field this exporter can serve")
+    return counter_set
+
+
+def _log_ignored(settings: Settings) -> None:
+    """Once at start: every flag set to a non-default value that has no effect here."""
+    for flag in options.FLAGS:
+        value = settings[flag.name]
+        if flag.effect == "ignored" and value.is_set and value.value != options.resolve(flag, None, {}).value:
+            log.warning(
+                "flag has no effect here",
+                extra={"flag": f"--{flag.name}", "from": value.source, "why": flag.meaning},
+            )
+
+
+#: systemd passes activated sockets from this descriptor on (sd_listen_fds(3)).
+SD_LISTEN_FDS_START = 3
+
+
+def systemd_socket(environ: Mapping[str, str], pid: int) -> socket.socket:
+    """The first socket systemd passed (``LISTEN_FDS``/``LISTEN_PID``); exits 2 when there is none for us."""
+    try:
+        count = int(environ.get("LISTEN_FDS", "0"))
+        owner = int(environ.get("LISTEN_PID", str(pid)))
     except ValueError:
-        parser.error(f"{where} {text!r}: expected a whole number of milliseconds")
-    if value <= 0:
-        parser.error(f"{where} {value}: must be a positive number of milliseconds")
-    return value
+        fail("--web-systemd-socket: LISTEN_FDS/LISTEN_PID are not numbers")
+    if count < 1 or owner != pid:
+        fail("--web-systemd-socket: no socket passed by systemd (LISTEN_FDS unset or for another process)")
+    try:
+        sock = socket.socket(fileno=SD_LISTEN_FDS_START)
+    except OSError as exc:
+        fail(f"--web-systemd-socket: descriptor {SD_LISTEN_FDS_START} is not a socket: {exc.strerror or exc}")
+    if sock.type != socket.SOCK_STREAM:
+        fail(f"--web-systemd-socket: descriptor {SD_LISTEN_FDS_START} is not a stream socket")
+    sock.setblocking(False)
+    return sock
+
+
+def _check_devices(spec: options.DeviceSpec, gpu_indices: set[int], gi_ids: set[int], has_mig: bool) -> None:
+    if spec.flex:
+        return
+    missing_gpus = sorted(set(spec.major or ()) - gpu_indices)
+    if missing_gpus:
+        fail(f"--devices: GPU {missing_gpus[0]} does not exist on this machine (GPUs: {sorted(gpu_indices)})")
+    if spec.minor is not None and not has_mig:
+        fail("--devices: i (GPU instances) cannot be specified unless MIG mode is enabled")
+    missing_gi = sorted(set(spec.minor or ()) - gi_ids)
+    if missing_gi:
+        fail(f"--devices: GPU instance {missing_gi[0]} does not exist on this machine (GPU_I_IDs: {sorted(gi_ids)})")
 
 
 def main(argv: Sequence[str]) -> int:
+    # Signals first: a SIGTERM while NVML starts must stop us cleanly, a SIGHUP must not kill us (exit 129).
+    def early_stop(_sig: int, _frame: FrameType | None) -> None:
+        raise _Stop
+
+    def early_hangup(_sig: int, _frame: FrameType | None) -> None:
+        log.info("SIGHUP before serving: the files being loaded now are the ones read")
+
+    previous = {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, early_stop),
+        signal.SIGINT: signal.signal(signal.SIGINT, early_stop),
+        signal.SIGHUP: signal.signal(signal.SIGHUP, early_hangup),
+    }
+    try:
+        return _main(argv)
+    except _Stop:
+        log.info("exporter stopped before serving")
+        return 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _main(argv: Sequence[str]) -> int:
     from kubegpu.gpu import backends, errors
-    from kubegpu.monitoring import counters, endpoint, render
+    from kubegpu.monitoring import counters, endpoint, render, webconfig
 
     parser = _parser()
-    args = parser.parse_args(list(argv), namespace=_Settings())
+    long_names = {f.name for f in options.FLAGS} | {a for f in options.FLAGS for a in f.aliases if len(a) > 1}
+    long_names |= {"listen", OUR_SOCKET_FLAG, "version"}
+    args = parser.parse_args(options.normalise_argv(argv, long_names))
+    if args.version:
+        from kubegpu import __version__
+
+        print(f"{PROG} {__version__}")
+        return 0
     if args.print_default_counters:
         sys.stdout.write(counters.default_text())
         return 0
-
-    address_text = args.address or os.environ.get(ENV_ADDRESS) or DEFAULT_ADDRESS
+    settings = resolve(args, os.environ)
+    if settings["debug"].value:
+        logging.getLogger().setLevel(logging.DEBUG)
     try:
-        address = endpoint.parse_address(address_text)
+        address = endpoint.parse_address(str(settings["address"].value))
     except ValueError as exc:
-        parser.error(str(exc))
-    interval_s = _interval_ms(parser, args) / 1000.0
-
-    collectors = args.collectors or os.environ.get(ENV_COLLECTORS)
+        fail(str(exc))
     try:
-        if collectors:
-            try:
-                text = Path(collectors).read_text(encoding="utf-8")
-            except OSError as exc:
-                parser.error(f"counters file {collectors}: cannot read: {exc.strerror}")
-            counter_set = counters.parse(text, collectors)
-        else:
-            counter_set = counters.parse(counters.default_text(), counters.DEFAULT_FILE_NAME)
+        counter_set = read_counters(settings.counters_path)
     except counters.CountersError as exc:
-        parser.error(str(exc))
-    if not counter_set.values:
-        parser.error(f"counters file {collectors}: enables no field this exporter can serve")
-
-    socket_path = args.pod_resources_socket or os.environ.get(ENV_SOCKET)
-    kubernetes = args.kubernetes if args.kubernetes is not None else _env_bool(parser, ENV_KUBERNETES)
-    kubernetes = kubernetes or socket_path is not None
-    extra_text = (
-        args.nvidia_resource_names if args.nvidia_resource_names is not None else os.environ.get(ENV_RESOURCE_NAMES, "")
-    )
-    extra_resources = [name.strip() for name in extra_text.split(",") if name.strip()]
-
-    options = render.LabelOptions(
-        hostname_label=None if args.no_hostname else args.hostname_label,
-        hostname=os.environ.get(ENV_NODE_NAME) or socket.gethostname(),
-        replace_blanks_in_model_name=args.replace_blanks_in_model_name,
-    )
+        fail(str(exc))
+    web: WebConfig | None = None
+    if settings.web_config_path is not None:
+        try:
+            web = webconfig.load(settings.web_config_path)
+        except webconfig.WebConfigError as exc:
+            fail(f"--web-config-file {exc}")
+    _log_ignored(settings)
 
     try:
         backend = backends.open_backend(
@@ -229,46 +347,122 @@ def main(argv: Sequence[str]) -> int:
             or "/driver-root",
         )
     except errors.ProfileError as exc:
-        parser.error(str(exc))
+        fail(str(exc))
     try:
         machine = backend.discover()
     except errors.GpuError as exc:
-        print(f"kubegpu exporter: {exc}", file=sys.stderr)
+        print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
-    for row in counter_set.unsupported:
-        log.warning(
-            "counter not available, skipped",
-            extra={"field": row.name, "type": row.type, "line": row.line, "file": collectors or "default"},
-        )
+    _check_devices(
+        settings.devices,
+        {g.index for g in machine.gpus},
+        {m.gi_id for g in machine.gpus if g.mig_enabled for m in g.mig_devices},
+        any(g.mig_enabled for g in machine.gpus),
+    )
+    _warn_unsupported(counter_set, settings.counters_path)
 
+    label_options = render.LabelOptions(
+        hostname_label=None if settings["no-hostname"].value else args.hostname_label,
+        hostname=os.environ.get(ENV_NODE_NAME) or socket.gethostname(),
+        replace_blanks_in_model_name=bool(settings["replace-blanks-in-model-name"].value),
+        old_namespace=bool(settings["use-old-namespace"].value),
+        devices=settings.devices,
+    )
     from kubegpu.monitoring.collector import Collector as CollectorImpl
 
     pods = None
-    if kubernetes:
+    if settings.kubernetes:
         from kubegpu.monitoring.podresources import PodResourcesClient
 
-        pods = PodResourcesClient(socket_path or constants.POD_RESOURCES_SOCKET)
-    collector = CollectorImpl(backend, machine, counter_set, options, pods=pods, extra_resources=extra_resources)
+        pods = PodResourcesClient(settings.socket_path)
+    extra = settings["nvidia-resource-names"].value
+    collector = CollectorImpl(
+        backend,
+        machine,
+        counter_set,
+        label_options,
+        pods=pods,
+        extra_resources=extra if isinstance(extra, tuple) else (),
+        device_names=settings["kubernetes-gpu-id-type"].value == "device-name",
+    )
+    listening = systemd_socket(os.environ, os.getpid()) if settings["web-systemd-socket"].value else None
+    server = endpoint.Endpoint(
+        collector,
+        address,
+        web=web,
+        read_timeout_s=settings.read_timeout_s,
+        write_timeout_s=settings.write_timeout_s,
+        sock=listening,
+    )
     try:
-        return asyncio.run(_serve(collector, endpoint.Endpoint(collector, address), interval_s, backend.name))
+        return asyncio.run(_serve(collector, server, settings, backend.name))
     except OSError as exc:
-        print(f"kubegpu exporter: cannot listen on {address}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"{PROG}: cannot listen on {address}: {exc.strerror or exc}", file=sys.stderr)
         return 1
 
 
-async def _serve(collector: Collector, server: Endpoint, interval_s: float, backend_name: str) -> int:
+def _warn_unsupported(counter_set: CounterSet, path: Path | None) -> None:
+    for row in counter_set.unsupported:
+        log.warning(
+            "counter not available, skipped",
+            extra={"field": row.name, "type": row.type, "line": row.line, "file": str(path or "default")},
+        )
+
+
+def reload(collector: Collector, server: Endpoint, settings: Settings) -> None:
+    """SIGHUP: read the counters file and the web config again; a bad one is logged and the running one kept."""
+    from kubegpu.monitoring import counters, webconfig
+
+    try:
+        counter_set = read_counters(settings.counters_path)
+    except counters.CountersError as exc:
+        log.error("reload: counters file rejected, keeping the running one", extra={"error": str(exc)})
+    else:
+        collector.use_counters(counter_set)
+        _warn_unsupported(counter_set, settings.counters_path)
+        where = str(settings.counters_path or "default")
+        log.info("reload: counters file applied", extra={"file": where, "fields": len(counter_set.values)})
+    if settings.web_config_path is not None:
+        try:
+            server.reconfigure(webconfig.load(settings.web_config_path))
+        except webconfig.WebConfigError as exc:
+            log.error("reload: web config rejected, keeping the running one", extra={"error": str(exc)})
+        else:
+            log.info("reload: web config applied", extra={"file": str(settings.web_config_path)})
+
+
+async def _serve(collector: Collector, server: Endpoint, settings: Settings, backend_name: str) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+
+    async def reload_and_collect() -> None:
+        reload(collector, server, settings)
+        await collector.collect_once()
+
+    reloads: set[asyncio.Task[None]] = set()
+
+    def hangup() -> None:
+        log.info("SIGHUP: reloading")
+        task = loop.create_task(reload_and_collect())
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, hangup)
     await collector.collect_once()  # the first scrape already has data
     await server.start()
     log.info(
         "exporter listening",
-        extra={"address": server.address, "backend": backend_name, "interval_s": interval_s},
+        extra={
+            "address": server.address,
+            "backend": backend_name,
+            "interval_s": settings.interval_s,
+            "tls": server.tls,
+        },
     )
     try:
-        await collector.run(interval_s, stop)
+        await collector.run(settings.interval_s, stop)
     finally:
         await server.stop()
         await collector.close()

@@ -7,6 +7,9 @@ this package. The file's type and help win over the field table's, as in
 dcgm-exporter. Pure apart from :func:`default_text`, which reads package data;
 must not render metrics.
 
+dcgm-exporter 1.x names (``dcgm_sm_clock`` …, its ``etc/1.x-compatibility-metrics.csv``) are
+read too: each maps to its DCGM field, and the series keeps the 1.x name, as dcgm-exporter does.
+
 Well-formed DCGM names the exporter cannot read (``DCGM_FI_DEV_FAN_SPEED``,
 ``DCGM_EXP_XID_ERRORS_COUNT`` …) are not errors: they are returned in
 ``CounterSet.unsupported`` so the command can warn once and go on, because
@@ -27,6 +30,57 @@ from kubegpu.monitoring.errors import MonitoringError
 TYPES = ("gauge", "counter", "histogram", "summary", "label")
 _NAME = re.compile(r"^DCGM_(FI|EXP)_[A-Z0-9_]+$")
 
+#: dcgm-exporter 1.x metric names and the DCGM fields they read (go-dcgm's legacy name table).
+OLD_NAMES: dict[str, str] = {
+    "dcgm_sm_clock": "DCGM_FI_DEV_SM_CLOCK",
+    "dcgm_memory_clock": "DCGM_FI_DEV_MEM_CLOCK",
+    "dcgm_memory_temp": "DCGM_FI_DEV_MEMORY_TEMP",
+    "dcgm_gpu_temp": "DCGM_FI_DEV_GPU_TEMP",
+    "dcgm_power_usage": "DCGM_FI_DEV_POWER_USAGE",
+    "dcgm_total_energy_consumption": "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+    "dcgm_pcie_tx_throughput": "DCGM_FI_DEV_PCIE_TX_THROUGHPUT",
+    "dcgm_pcie_rx_throughput": "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",
+    "dcgm_pcie_replay_counter": "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    "dcgm_gpu_utilization": "DCGM_FI_DEV_GPU_UTIL",
+    "dcgm_mem_copy_utilization": "DCGM_FI_DEV_MEM_COPY_UTIL",
+    "dcgm_enc_utilization": "DCGM_FI_DEV_ENC_UTIL",
+    "dcgm_dec_utilization": "DCGM_FI_DEV_DEC_UTIL",
+    "dcgm_xid_errors": "DCGM_FI_DEV_XID_ERRORS",
+    "dcgm_power_violation": "DCGM_FI_DEV_POWER_VIOLATION",
+    "dcgm_thermal_violation": "DCGM_FI_DEV_THERMAL_VIOLATION",
+    "dcgm_sync_boost_violation": "DCGM_FI_DEV_SYNC_BOOST_VIOLATION",
+    "dcgm_board_limit_violation": "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION",
+    "dcgm_low_util_violation": "DCGM_FI_DEV_LOW_UTIL_VIOLATION",
+    "dcgm_reliability_violation": "DCGM_FI_DEV_RELIABILITY_VIOLATION",
+    "dcgm_fb_free": "DCGM_FI_DEV_FB_FREE",
+    "dcgm_fb_used": "DCGM_FI_DEV_FB_USED",
+    "dcgm_ecc_sbe_volatile_total": "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+    "dcgm_ecc_dbe_volatile_total": "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    "dcgm_ecc_sbe_aggregate_total": "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+    "dcgm_ecc_dbe_aggregate_total": "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+    "dcgm_retired_pages_sbe": "DCGM_FI_DEV_RETIRED_SBE",
+    "dcgm_retired_pages_dbe": "DCGM_FI_DEV_RETIRED_DBE",
+    "dcgm_retired_pages_pending": "DCGM_FI_DEV_RETIRED_PENDING",
+    "dcgm_nvlink_flit_crc_error_count_total": "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "dcgm_nvlink_data_crc_error_count_total": "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+    "dcgm_nvlink_replay_error_count_total": "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+    "dcgm_nvlink_recovery_error_count_total": "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+    "dcgm_nvlink_bandwidth_total": "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+}
+_OLD_PROF = re.compile(r"^dcgm_fi_prof_[a-z0-9_]+$")
+
+
+def field_of(name: str) -> str | None:
+    """The DCGM field a counters-file name reads: itself, or the field behind a 1.x name; None if neither."""
+    if _NAME.match(name):
+        return name
+    if name in OLD_NAMES:
+        return OLD_NAMES[name]
+    if _OLD_PROF.match(name):
+        return name.upper()
+    return None
+
+
 DEFAULT_FILE_NAME = "default-counters.csv"
 
 
@@ -36,12 +90,17 @@ class CountersError(MonitoringError, ValueError):
 
 @dataclass(frozen=True)
 class Counter:
-    """One enabled row of a counters file."""
+    """One enabled row of a counters file: ``name`` is the series name, ``field`` the DCGM field it reads."""
 
     name: str
     type: str
     help: str
     line: int
+    field: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.field:
+            object.__setattr__(self, "field", self.name)
 
 
 @dataclass(frozen=True)
@@ -84,17 +143,20 @@ def parse(text: str, source: str = "<counters>") -> CounterSet:
                 f"(quote a help text that contains commas)"
             )
         name, kind, help_text = row
-        if not _NAME.match(name):
-            raise CountersError(f"{where}: {name!r} is not a DCGM field name (DCGM_FI_… or DCGM_EXP_…)")
+        field = field_of(name)
+        if field is None:
+            raise CountersError(
+                f"{where}: {name!r} is not a DCGM field name (DCGM_FI_…, DCGM_EXP_… or a 1.x name: dcgm_gpu_temp …)"
+            )
         if kind not in TYPES:
             raise CountersError(f"{where}: {name}: unknown metric type {kind!r} (choose from {', '.join(TYPES)})")
         if name in seen:
             raise CountersError(f"{where}: {name} is already enabled on line {seen[name]}")
         seen[name] = number
-        counter = Counter(name=name, type=kind, help=help_text, line=number)
+        counter = Counter(name=name, type=kind, help=help_text, line=number, field=field)
         if kind == "label":
-            (labels if name in fields.LABEL_FIELDS else unsupported).append(counter)
-        elif name in fields.FIELDS and kind in ("gauge", "counter"):
+            (labels if field in fields.LABEL_FIELDS else unsupported).append(counter)
+        elif field in fields.FIELDS and kind in ("gauge", "counter"):
             values.append(counter)
         else:
             # histogram/summary rows and fields we have no telemetry for are skipped, not fatal.

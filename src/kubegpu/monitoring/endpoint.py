@@ -1,9 +1,11 @@
 """The HTTP endpoint: ``/metrics``, ``/health`` and a landing page ``/``, on asyncio streams.
 
 Owns the listen address syntax (``:9400``, ``HOST:PORT``, ``[V6]:PORT``), a
-small HTTP/1.1 server (GET/HEAD, keep-alive, gzip when asked) and the
-responses. It serves the collector's last page and never waits on a
-collection, so a scrape costs a copy. Must not collect or render metrics.
+small HTTP/1.1 server (GET/HEAD, keep-alive, gzip when asked), the
+responses, and applying a ``--web-config-file`` (TLS, client certificates,
+basic auth, extra headers; :mod:`kubegpu.monitoring.webconfig` parses it).
+It serves the collector's last page and never waits on a collection, so a
+scrape costs a copy. Must not collect or render metrics.
 
 A bad request gets a 4xx answer and the connection closes; it never stops
 the server.
@@ -14,8 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+import ssl
 from dataclasses import dataclass
 
+from kubegpu.monitoring import webconfig
 from kubegpu.monitoring.collector import Collector
 
 log = logging.getLogger(__name__)
@@ -32,6 +37,8 @@ _LANDING = (
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     413: "Content Too Large",
@@ -87,13 +94,62 @@ class Endpoint:
     Parameters:
         collector: the source of ``/metrics`` and ``/health``.
         address: where to listen.
+        web: a loaded ``--web-config-file``, or None for plain HTTP without authentication.
+        read_timeout_s: the longest wait for a request head, idle keep-alive time included (Go's
+            http.Server uses ReadTimeout when no IdleTimeout is set, as in dcgm-exporter); also the TLS
+            handshake's limit.
+        write_timeout_s: the longest wait for a response to be taken by the client.
+        sock: an already listening socket to serve instead of binding ``address`` (systemd socket activation).
     """
 
-    def __init__(self, collector: Collector, address: Address) -> None:
+    def __init__(
+        self,
+        collector: Collector,
+        address: Address,
+        web: webconfig.WebConfig | None = None,
+        read_timeout_s: float = IDLE_TIMEOUT_S,
+        write_timeout_s: float = IDLE_TIMEOUT_S,
+        sock: socket.socket | None = None,
+    ) -> None:
+        self._sock = sock
         self._collector = collector
         self._address = address
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._read_timeout = read_timeout_s if read_timeout_s > 0 else IDLE_TIMEOUT_S
+        self._write_timeout = write_timeout_s if write_timeout_s > 0 else IDLE_TIMEOUT_S
+        self._web = web or webconfig.WebConfig(source="")
+        self._auth = webconfig.BasicAuth(self._web.users)
+        self._ssl = webconfig.ssl_context(self._web)
+        self._extra_headers = "".join(f"{k}: {v}\r\n" for k, v in self._web.headers)
+
+    @property
+    def tls(self) -> bool:
+        """Whether the endpoint serves HTTPS."""
+        return self._ssl is not None
+
+    def reconfigure(self, web: webconfig.WebConfig | None) -> None:
+        """Apply a reloaded web config to new connections and requests; raises WebConfigError.
+
+        Switching TLS on or off needs a new listener, so that change is refused (restart the exporter).
+        """
+        web = web or webconfig.WebConfig(source="")
+        context = webconfig.ssl_context(web)
+        if (context is None) != (self._ssl is None):
+            raise webconfig.WebConfigError(
+                f"{web.source or 'web config'}: turning TLS {'on' if context else 'off'} needs a restart"
+            )
+        self._web = web
+        self._auth = webconfig.BasicAuth(web.users)
+        self._extra_headers = "".join(f"{k}: {v}\r\n" for k, v in web.headers)
+        if context is not None:
+            context.sni_callback = self._current_context
+            self._ssl = context
+
+    def _current_context(self, sslobj: ssl.SSLObject, _name: str | None, _old: ssl.SSLContext) -> None:
+        # Called in every handshake on the listener's context: hand the connection the latest one.
+        if self._ssl is not None and sslobj.context is not self._ssl:
+            sslobj.context = self._ssl
 
     @property
     def port(self) -> int:
@@ -109,7 +165,21 @@ class Endpoint:
 
     async def start(self) -> None:
         """Bind and start accepting; raises OSError when the address is taken or not ours."""
-        self._server = await asyncio.start_server(self._serve, host=self._address.host, port=self._address.port)
+        if self._ssl is not None:
+            self._ssl.sni_callback = self._current_context
+        handshake = self._read_timeout if self._ssl is not None else None
+        if self._sock is not None:
+            self._server = await asyncio.start_server(
+                self._serve, sock=self._sock, ssl=self._ssl, ssl_handshake_timeout=handshake
+            )
+            return
+        self._server = await asyncio.start_server(
+            self._serve,
+            host=self._address.host,
+            port=self._address.port,
+            ssl=self._ssl,
+            ssl_handshake_timeout=handshake,
+        )
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -121,25 +191,30 @@ class Endpoint:
 
     def _route(self, method: str, path: str, accepts_gzip: bool, keep_alive: bool) -> bytes:
         head = method == "HEAD"
+        extra = self._extra_headers
         if method not in ("GET", "HEAD"):
             allow = "Allow: GET, HEAD\r\n"
-            return _response(405, b"method not allowed\n", "text/plain", head=False, keep_alive=keep_alive, extra=allow)
+            return _response(
+                405, b"method not allowed\n", "text/plain", head=False, keep_alive=keep_alive, extra=allow + extra
+            )
         path = path.split("?", 1)[0]
         if path == "/metrics":
             if accepts_gzip:
                 gz = "Content-Encoding: gzip\r\n"
                 return _response(
-                    200, self._collector.page.gzipped, CONTENT_TYPE, head=head, keep_alive=keep_alive, extra=gz
+                    200, self._collector.page.gzipped, CONTENT_TYPE, head=head, keep_alive=keep_alive, extra=gz + extra
                 )
-            return _response(200, self._collector.page.body, CONTENT_TYPE, head=head, keep_alive=keep_alive)
+            body = self._collector.page.body
+            return _response(200, body, CONTENT_TYPE, head=head, keep_alive=keep_alive, extra=extra)
         if path == "/health":
             problem = self._collector.health_problem
             if problem is None:
-                return _response(200, b"OK\n", "text/plain", head=head, keep_alive=keep_alive)
-            return _response(503, problem.encode() + b"\n", "text/plain", head=head, keep_alive=keep_alive)
+                return _response(200, b"OK\n", "text/plain", head=head, keep_alive=keep_alive, extra=extra)
+            why = problem.encode() + b"\n"
+            return _response(503, why, "text/plain", head=head, keep_alive=keep_alive, extra=extra)
         if path == "/":
-            return _response(200, _LANDING, "text/html; charset=utf-8", head=head, keep_alive=keep_alive)
-        return _response(404, b"not found\n", "text/plain", head=head, keep_alive=keep_alive)
+            return _response(200, _LANDING, "text/html; charset=utf-8", head=head, keep_alive=keep_alive, extra=extra)
+        return _response(404, b"not found\n", "text/plain", head=head, keep_alive=keep_alive, extra=extra)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -157,9 +232,12 @@ class Endpoint:
                 await writer.wait_closed()
 
     async def _conversation(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not webconfig.allowed_san(self._web, writer.get_extra_info("peercert")):
+            log.warning("client certificate SAN not allowed", extra={"peer": str(writer.get_extra_info("peername"))})
+            return
         while True:
             try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=IDLE_TIMEOUT_S)
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=self._read_timeout)
             except (asyncio.IncompleteReadError, TimeoutError):
                 return
             except asyncio.LimitOverrunError:
@@ -174,8 +252,19 @@ class Endpoint:
                 return
             if request.content_length:
                 await reader.readexactly(request.content_length)
+            if self._auth.enabled and not await asyncio.to_thread(self._auth.check, request.authorization):
+                challenge = 'WWW-Authenticate: Basic realm="kubegpu exporter"\r\n' + self._extra_headers
+                writer.write(
+                    _response(401, b"Unauthorized\n", "text/plain", head=False, keep_alive=False, extra=challenge)
+                )
+                with contextlib.suppress(ConnectionError, TimeoutError):
+                    await asyncio.wait_for(writer.drain(), timeout=self._write_timeout)
+                return
             writer.write(self._route(request.method, request.path, request.accepts_gzip, request.keep_alive))
-            await writer.drain()
+            try:
+                await asyncio.wait_for(writer.drain(), timeout=self._write_timeout)
+            except TimeoutError:
+                return
             if not request.keep_alive:
                 return
 
@@ -193,6 +282,7 @@ class _Request:
     keep_alive: bool
     accepts_gzip: bool
     content_length: int
+    authorization: str | None = None
 
 
 def _parse_head(raw: bytes) -> _Request | None:
@@ -223,7 +313,7 @@ def _parse_head(raw: bytes) -> _Request | None:
     if length < 0 or "transfer-encoding" in headers:  # no chunked bodies: nothing we serve takes a body
         return None
     accepts_gzip = _accepts_gzip(headers.get("accept-encoding", ""))
-    return _Request(method, path, keep_alive, accepts_gzip, length)
+    return _Request(method, path, keep_alive, accepts_gzip, length, headers.get("authorization"))
 
 
 def _accepts_gzip(header: str) -> bool:

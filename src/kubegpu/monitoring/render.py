@@ -28,6 +28,7 @@ from kubegpu.gpu.telemetry import GpuSample, MachineSample, MigSample
 from kubegpu.monitoring import fields
 from kubegpu.monitoring.attribution import Attribution, PodRef
 from kubegpu.monitoring.counters import CounterSet
+from kubegpu.monitoring.options import FLEX, DeviceSpec
 
 #: The hostname label's spellings: released dcgm-exporter 4.x and dcgm-exporter main (PR #655).
 HOSTNAME_LABELS = ("Hostname", "hostname")
@@ -43,11 +44,16 @@ class LabelOptions:
         hostname_label: ``Hostname`` (default, released dcgm-exporter 4.x), ``hostname``, or None for no label.
         hostname: the node name put in that label.
         replace_blanks_in_model_name: ``NVIDIA A100-SXM4-80GB`` -> dashes instead of spaces in ``modelName``.
+        old_namespace: dcgm-exporter 1.x label names (``-o``): ``uuid``, ``pod_name``, ``pod_namespace``,
+            ``container_name``.
+        devices: which GPUs and GPU instances get series (``-d``; flex by default).
     """
 
     hostname_label: str | None = "Hostname"
     hostname: str = ""
     replace_blanks_in_model_name: bool = False
+    old_namespace: bool = False
+    devices: DeviceSpec = FLEX
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,7 @@ class Entity:
     gpu: Gpu
     mig: MigDevice | None
     labels: str  # the label pairs before the pod labels, comma-separated, no braces
+    old_namespace: bool = False
 
 
 def escape_label_value(value: str) -> str:
@@ -87,14 +94,20 @@ def _pairs(pairs: Iterable[tuple[str, str]]) -> str:
 
 
 def entities(machine: Machine, counter_set: CounterSet, options: LabelOptions) -> tuple[Entity, ...]:
-    """The series owners of ``machine`` with their fixed labels, in GPU then MIG order."""
+    """The series owners of ``machine`` with their fixed labels, in GPU then MIG order.
+
+    Flex devices (the default): the MIG devices of a MIG-enabled GPU, else the GPU. Otherwise the GPUs
+    of ``devices.major`` as whole GPUs and the GPU instances (by ``GPU_I_ID``) of ``devices.minor``.
+    """
     out: list[Entity] = []
-    label_fields = [fields.LABEL_FIELDS[c.name] for c in counter_set.labels]
+    spec = options.devices
+    old = options.old_namespace
+    label_fields = [fields.LABEL_FIELDS[c.field] for c in counter_set.labels]
     for gpu in machine.gpus:
         model = gpu.product_name.replace(" ", "-") if options.replace_blanks_in_model_name else gpu.product_name
         head = [
             ("gpu", str(gpu.index)),
-            ("UUID", gpu.uuid),
+            ("uuid" if old else "UUID", gpu.uuid),
             ("pci_bus_id", gpu.pci_bus_id),
             ("device", f"nvidia{gpu.minor}"),
             ("modelName", model),
@@ -103,16 +116,21 @@ def entities(machine: Machine, counter_set: CounterSet, options: LabelOptions) -
         if options.hostname_label:
             tail.append((options.hostname_label, options.hostname))
         tail.extend((f.name, f.value(machine, gpu)) for f in label_fields)
-        if gpu.mig_enabled and gpu.mig_devices:
-            for mig in gpu.mig_devices:
-                mig_labels = [("GPU_I_PROFILE", mig.profile), ("GPU_I_ID", str(mig.gi_id))]
-                out.append(Entity(gpu=gpu, mig=mig, labels=_pairs([*head, *mig_labels, *tail])))
-        else:
-            out.append(Entity(gpu=gpu, mig=None, labels=_pairs([*head, *tail])))
+        migs = gpu.mig_devices if gpu.mig_enabled else ()
+        whole = not migs if spec.flex else spec.major is not None and (not spec.major or gpu.index in spec.major)
+        if whole:
+            out.append(Entity(gpu=gpu, mig=None, labels=_pairs([*head, *tail]), old_namespace=old))
+        for mig in migs:
+            if not spec.flex and (spec.minor is None or (spec.minor and mig.gi_id not in spec.minor)):
+                continue
+            mig_labels = [("GPU_I_PROFILE", mig.profile), ("GPU_I_ID", str(mig.gi_id))]
+            out.append(Entity(gpu=gpu, mig=mig, labels=_pairs([*head, *mig_labels, *tail]), old_namespace=old))
     return tuple(out)
 
 
-def _pod_part(ref: PodRef) -> str:
+def _pod_part(ref: PodRef, old_namespace: bool = False) -> str:
+    if old_namespace:
+        return _pairs((("container_name", ref.container), ("pod_namespace", ref.namespace), ("pod_name", ref.pod)))
     return _pairs((("container", ref.container), ("namespace", ref.namespace), ("pod", ref.pod)))
 
 
@@ -124,7 +142,7 @@ def _label_sets(entity: Entity, attribution: Attribution) -> list[str]:
         holders = sorted(set(attribution.of(entity.mig.uuid)) | set(holders))
     if not holders:
         return ["{" + entity.labels + "}"]
-    return ["{" + entity.labels + "," + _pod_part(ref) + "}" for ref in holders]
+    return ["{" + entity.labels + "," + _pod_part(ref, entity.old_namespace) + "}" for ref in holders]
 
 
 @dataclass(frozen=True)
@@ -158,7 +176,7 @@ def render_sample(
 
     out: list[str] = []
     for counter in counter_set.values:
-        field = fields.FIELDS[counter.name]
+        field = fields.FIELDS[counter.field]
         lines: list[str] = []
         for row in rows:
             value: float | None

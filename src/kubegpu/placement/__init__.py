@@ -17,6 +17,8 @@ The API (everything else is internal)::
         replicas or MIG devices by ID: must_include as given, then the picks.
         devices: [placement.SharedDevice(id, group)], group = the physical GPU.
         policy: "distributed" (default) or "packed".
+    placement.link_matrix(topology) -> list[list[str]]
+        the pair cells ``kubegpu topology show`` prints ("X", "NV12,SYS", "PIX").
     placement.prepare(policy, topology)
         build the cached tables now instead of on the first request.
     placement.PlacementError
@@ -31,11 +33,13 @@ Modules: :mod:`~kubegpu.placement.weights` (pair weights per policy),
 :mod:`~kubegpu.placement.vectorised` (its numpy tables for 13-16 GPUs),
 :mod:`~kubegpu.placement.reference` (the literal, slow enumeration it is
 tested against), :mod:`~kubegpu.placement.shared` (distributed/packed),
+:mod:`~kubegpu.placement.matrix` (the pair cells as ``nvidia-smi topo -m`` spells them),
 :mod:`~kubegpu.placement.policies` (this API), :mod:`~kubegpu.placement.command`
 (``kubegpu topology``, the only module here that reads files and prints).
 """
 
 from kubegpu.placement.errors import PlacementError
+from kubegpu.placement.matrix import link_matrix
 from kubegpu.placement.policies import (
     BEST_EFFORT,
     DEFAULT_SHARED_POLICY,
@@ -64,6 +68,7 @@ __all__ = [
     "WHOLE_GPU_POLICIES",
     "PlacementError",
     "SharedDevice",
+    "link_matrix",
     "pick",
     "pick_shared",
     "prepare",

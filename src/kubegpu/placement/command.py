@@ -16,7 +16,7 @@ from pathlib import Path
 from kubegpu.gpu import errors as gpu_errors
 from kubegpu.gpu import profiles
 from kubegpu.gpu.model import PcieLink, Topology
-from kubegpu.placement import errors, policies
+from kubegpu.placement import errors, matrix, policies
 from kubegpu.placement import weights as weights_
 
 _LEGEND = [
@@ -85,20 +85,11 @@ def _load_topology(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error(str(exc))
 
 
-def _cell(topology: Topology, i: int, j: int) -> str:
-    if i == j:
-        return "X"
-    link = topology.pcie[i][j]
-    pcie = "?" if link is None else link.smi
-    count = weights_.nvlinks(topology, i, j, fabric=True)
-    return f"NV{count},{pcie}" if count else pcie
-
-
 def show(topology: Topology, title: str) -> list[str]:
     """The lines of ``kubegpu topology show``."""
     n = topology.size
     names = [f"GPU{i}" for i in range(n)]
-    cells = [[_cell(topology, i, j) for j in range(n)] for i in range(n)]
+    cells = matrix.link_matrix(topology)
     width = max(len(c) for row in cells for c in row + names) + 1
     fabric_width = max([8, *(len(f) for f in topology.nvswitch if f is not None)]) + 1
     lines = [title, " " * 7 + "".join(name.ljust(width) for name in names) + "NVSwitch".ljust(fabric_width) + "NUMA"]

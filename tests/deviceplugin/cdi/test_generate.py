@@ -19,20 +19,21 @@ from referencing.jsonschema import DRAFT7
 from kubegpu.deviceplugin.cdi import generate, hostfiles, schema, writer
 from kubegpu.deviceplugin.cdi.schema import CdiError
 from kubegpu.deviceplugin.rm import mig_caps, resource_map, responses
-from tests.conftest import SHARED
 from tests.deviceplugin.fixtures.build import FIXTURES, plugin_config, profile
+from tests.shared import shared_path
 
-SCHEMA_DIR = SHARED / "schemas" / "cdi"
+SCHEMA_DIR = ("schemas", "cdi")
 
 
 @pytest.fixture(scope="module")
 def official() -> Draft7Validator:
     """The official CDI schema; schema.json refers to defs.json by relative URI."""
-    defs = json.loads((SCHEMA_DIR / "defs.json").read_text())
+    schemas = shared_path(*SCHEMA_DIR)
+    defs = json.loads((schemas / "defs.json").read_text())
     registry: Registry[Any] = Registry().with_resource(
         "defs.json", Resource.from_contents(defs, default_specification=DRAFT7)
     )
-    return Draft7Validator(json.loads((SCHEMA_DIR / "schema.json").read_text()), registry=registry)
+    return Draft7Validator(json.loads((schemas / "schema.json").read_text()), registry=registry)
 
 
 def schema_errors(validator: Draft7Validator, document: Any) -> list[str]:
@@ -40,7 +41,7 @@ def schema_errors(validator: Draft7Validator, document: Any) -> list[str]:
 
 
 def test_the_official_examples_behave_as_upstream_says(official: Draft7Validator) -> None:
-    for good in sorted((SCHEMA_DIR / "testdata" / "good").glob("*.json")):
+    for good in sorted((shared_path(*SCHEMA_DIR) / "testdata" / "good").glob("*.json")):
         assert schema_errors(official, json.loads(good.read_text())) == [], good.name
     assert len(schema_errors(official, {})) == 3
 
@@ -333,3 +334,13 @@ def test_cdi_validate_reports_a_bad_spec_and_exits_1(tmp_path: Path) -> None:
     result = kubegpu("cdi", "validate", str(bad))
     assert result.returncode == 1
     assert "containerEdits.env: invalid env entry 'NOVALUE': must be KEY=VALUE" in result.stderr
+
+
+@pytest.mark.parametrize("target", ["missing.json", "binary.json", "."], ids=["missing", "binary", "directory"])
+def test_cdi_validate_on_a_file_it_cannot_read_exits_2_with_one_line(tmp_path: Path, target: str) -> None:
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x80")
+    result = subprocess.run(
+        [sys.executable, "-m", "kubegpu", "cdi", "validate", target], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

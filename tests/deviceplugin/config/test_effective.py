@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,8 @@ DEFAULTS = [
     ("flags.plugin.nvidiaCTKPath", "/usr/bin/nvidia-ctk"),
     ("flags.plugin.containerDriverRoot", "/driver-root"),
     ("flags.plugin.sharedDevicesAllocationPolicy", "distributed"),
-    ("flags.plugin.healthRecoveryQuietPeriod", "5m0s"),
+    ("flags.plugin.healthRecoveryQuietPeriod", "0s"),
+    ("flags.plugin.healthRecoveryXids", "all"),
     ("flags.gfd.sleepInterval", "1m0s"),
     ("flags.gfd.outputFile", "/etc/kubernetes/node-feature-discovery/features.d/gfd"),
     ("resources.gpus", [{"pattern": "*", "name": "nvidia.com/gpu"}]),
@@ -590,7 +592,7 @@ QUIET = [
     ("fractional_seconds_env", [], {"HEALTH_RECOVERY_QUIET_PERIOD": "2.5"}, None, 2.5),
     ("zero_means_recovery_only", ["--health-recovery-quiet-period", "0"], {}, None, 0.0),
     ("file_number_is_seconds", [], {}, "flags: {plugin: {healthRecoveryQuietPeriod: 60}}", 60.0),
-    ("default_five_minutes", [], {}, None, 300.0),
+    ("default_off_as_nvidia", [], {}, None, 0.0),
 ]
 
 
@@ -617,3 +619,50 @@ def test_registration_retry_interval_is_a_command_line_option() -> None:
     assert load().options.retry_interval_s == 30.0
     assert load(["--registration-retry-interval", "2.5"]).options.retry_interval_s == 2.5
     assert load([], {"REGISTRATION_RETRY_INTERVAL": "1m"}).options.retry_interval_s == 60.0
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "text", "expected"),
+    [
+        ([], {}, None, "all"),
+        (["--health-recovery-xids", "94,95,ecc"], {}, None, "94,95,ecc"),
+        ([], {"HEALTH_RECOVERY_XIDS": "wait"}, None, "wait"),
+        ([], {}, "flags: {plugin: {healthRecoveryXids: '31,94'}}", "31,94"),
+    ],
+    ids=["default", "flag", "env", "file"],
+)
+def test_recovery_classes_come_from_flag_env_or_file(
+    tmp_path: Path, argv: list[str], env: dict[str, str], text: str | None, expected: str
+) -> None:
+    assert with_file(tmp_path, text or "", argv, env).flags.plugin.health_recovery_xids == expected
+
+
+def test_bad_recovery_classes_are_refused_naming_the_flag() -> None:
+    with pytest.raises(ConfigError, match="invalid --health-recovery-xids option: 'lots' is not an XID number"):
+        load(["--health-recovery-xids", "79,lots"])
+
+
+def test_a_binary_config_file_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_bytes(b"\xff\xfe\x80")
+    with pytest.raises(ConfigError, match=f"{path}: not a config file"):
+        load(["--config-file", str(path)])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--registration-retry-interval", "0"], "invalid --registration-retry-interval option: 0s"),
+        (["--registration-retry-interval", "2h"], "must be within (0, 3600] seconds"),
+    ],
+    ids=["zero", "too-long"],
+)
+def test_out_of_range_retry_intervals_are_refused_with_the_range(argv: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load(argv)
+
+
+def test_replicas_beyond_the_limit_are_refused_with_the_range(tmp_path: Path) -> None:
+    text = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 100000}]}}"
+    with pytest.raises(ConfigError, match=re.escape("number of replicas must be within [2, 1024], got 100000")):
+        with_file(tmp_path, text)

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kubegpu.deviceplugin.config import flags
 from kubegpu.deviceplugin.naming import replica_id
 from kubegpu.deviceplugin.rm import health, xids
 from kubegpu.deviceplugin.rm.devices import Device
@@ -102,7 +103,7 @@ def test_recovered_without_gpu_clears_everything() -> None:
 
 def test_a_transient_fault_heals_after_exactly_the_quiet_period() -> None:
     b = book(quiet=10.0)
-    b.apply(xid("GPU-0", 79), 100.0)
+    b.apply(xid("GPU-0", 94), 100.0)
     assert b.next_expiry() == 110.0
     assert b.expire(109.999) == []
     assert "GPU-0" in unhealthy(b)
@@ -113,7 +114,7 @@ def test_a_transient_fault_heals_after_exactly_the_quiet_period() -> None:
 
 def test_a_new_fault_restarts_the_quiet_period_but_keeps_since() -> None:
     b = book(quiet=10.0)
-    b.apply(xid("GPU-0", 79), 100.0)
+    b.apply(xid("GPU-0", 94), 100.0)
     b.apply(xid("GPU-0", 48), 108.0)
     assert b.expire(110.0) == []
     fault = b.fault_of(WHOLE[0])
@@ -200,3 +201,44 @@ def test_health_book_invariants_over_any_event_sequence(steps: list[tuple[Health
     assert {t for t in b.faults} == lost
     b.apply(HealthEvent(K.RECOVERED, None), now + quiet)
     assert unhealthy(b) == set()
+
+
+def test_by_default_no_fault_heals_by_waiting_as_with_nvidia() -> None:
+    b = health.HealthBook()
+    for event in (xid("GPU-0", 79), xid("GPU-1", 48), HealthEvent(K.ECC_DBE, "GPU-0"), xid("GPU-1", 94)):
+        b.apply(event, 0.0)
+    assert b.next_expiry() is None and b.expire(1e12) == []
+    assert {"GPU-0", "GPU-1"} <= unhealthy(b)
+    b.apply(HealthEvent(K.RECOVERED, "GPU-0"), 1.0)  # the operator acts
+    assert "GPU-0" not in unhealthy(b) and "GPU-1" in unhealthy(b)
+
+
+@pytest.mark.parametrize(
+    ("classes", "event", "heals"),
+    [
+        ("all", xid("GPU-0", 94), True),
+        ("94,95", xid("GPU-0", 94), True),
+        ("94,95", xid("GPU-0", 48), False),
+        ("48", HealthEvent(K.ECC_DBE, "GPU-0"), True),
+        ("ecc", HealthEvent(K.ECC_DBE, "GPU-0"), True),
+        ("94", HealthEvent(K.ECC_DBE, "GPU-0"), False),
+        ("wait", HealthEvent(K.WAIT_ERROR, None), True),
+        ("ecc,94", HealthEvent(K.WAIT_ERROR, None), False),
+        ("all", HealthEvent(K.LOST, "GPU-0"), False),
+        ("all", xid("GPU-0", 79), False),
+        ("79", HealthEvent(K.LOST, "GPU-0"), False),
+    ],
+    ids=["all", "listed-xid", "unlisted-xid", "dbe-as-xid-48", "dbe-as-ecc", "dbe-unlisted", "wait", "wait-unlisted",
+         "lost-never", "xid-79-never", "lost-never-even-listed"],
+)  # fmt: skip
+def test_the_quiet_period_heals_only_the_classes_opted_in(classes: str, event: HealthEvent, heals: bool) -> None:
+    b = health.HealthBook(quiet_period_s=10.0, recoverable=flags.recovery_classes(classes))
+    b.apply(event, 0.0)
+    assert b.next_expiry() == (10.0 if heals else None)
+    assert bool(b.expire(10.0)) is heals
+
+
+@pytest.mark.parametrize("text", ["79,lots", "-1", "xid79", "ECC"])
+def test_unknown_recovery_classes_are_errors(text: str) -> None:
+    with pytest.raises(ValueError, match="is not an XID number, ecc, wait or all"):
+        flags.recovery_classes(text)

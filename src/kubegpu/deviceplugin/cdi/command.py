@@ -72,20 +72,26 @@ def main(argv: list[str]) -> int:
 
 
 def _validate(files: list[Path]) -> int:
+    """0: every spec valid; 1: a spec is invalid; 2: a file cannot be read at all (missing, binary, a directory)."""
     bad = 0
+    unreadable = 0
     for path in files:
         try:
-            spec = schema.parse_text(path.read_text(), str(path))
-        except OSError as exc:
-            print(f"{path}: cannot read: {exc.strerror}", file=sys.stderr)
-            bad += 1
+            spec = schema.parse_text(path.read_text(encoding="utf-8"), str(path))
+        except UnicodeDecodeError:
+            print(f"{path}: not a CDI spec (not UTF-8 text)", file=sys.stderr)
+            unreadable += 1
             continue
         except schema.CdiError as exc:
             print(str(exc), file=sys.stderr)
             bad += 1
             continue
+        except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
+            print(f"{path}: cannot read: {exc.strerror if isinstance(exc, OSError) else exc}", file=sys.stderr)
+            unreadable += 1
+            continue
         print(f"{path}: ok ({spec.kind}, cdiVersion {spec.cdi_version}, {len(spec.devices)} devices)")
-    return 1 if bad else 0
+    return 2 if unreadable else 1 if bad else 0
 
 
 def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -260,9 +260,12 @@ def _set(data: dict[str, Any], key: Sequence[str], value: Any) -> None:
 def read_config_file(path: str) -> v1.ConfigFile:
     """Read and parse ``path``; a missing or unreadable file is a :class:`ConfigError` naming it."""
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ConfigError(f"unable to parse config file: error opening config file {path}: {exc.strerror}") from None
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"unable to parse config file: {path}: not a config file (not UTF-8 text)") from None
+    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise ConfigError(f"unable to parse config file: error opening config file {path}: {why}") from None
     return v1.parse_text(text, source=path)
 
 
@@ -366,8 +369,17 @@ def _flag_problem(config: Config) -> str | None:
             f"invalid --allocation-policy option: {plugin.allocation_policy} "
             f"(choose from {', '.join(flags.ALLOCATION_POLICIES)})"
         )
+    if not 0 < config.options.retry_interval_s <= 3600:
+        return (
+            f"invalid --registration-retry-interval option: {config.options.registration_retry_interval} "
+            "(must be within (0, 3600] seconds)"
+        )
     if plugin.quiet_period_s < 0:
         return f"invalid --health-recovery-quiet-period option: {plugin.health_recovery_quiet_period} is negative"
+    try:
+        flags.recovery_classes(plugin.health_recovery_xids)
+    except ValueError as exc:
+        return f"invalid --health-recovery-xids option: {exc}"
     socket = config.options.kubelet_socket
     if socket and (socket.endswith("/") or Path(socket).name in ("", ".", "..")):
         return f"invalid --kubelet-socket option: {socket!r} needs the socket file's path, e.g. .../kubelet.sock"

@@ -48,7 +48,24 @@ DEFAULT_WHOLE_GPU_POLICY = policies.DEFAULT_WHOLE_GPU_POLICY
 ALLOCATION_POLICIES = (policies.BEST_EFFORT, policies.TOPOLOGY, *policies.SHARED_POLICIES)
 DEFAULT_CDI_SPEC_DIR = "/var/run/cdi"
 DEFAULT_MPS_ROOT_HELM = "/run/nvidia/mps"
-DEFAULT_QUIET_PERIOD = "5m0s"
+DEFAULT_QUIET_PERIOD = "0s"
+#: ``--health-recovery-xids`` words besides XID numbers: double-bit ECC errors, failed event waits, every class.
+ECC_CLASS = "ecc"
+WAIT_CLASS = "wait"
+ALL_CLASSES = "all"
+
+
+def recovery_classes(text: str) -> frozenset[str] | None:
+    """``--health-recovery-xids``: None for ``all``, else the XID numbers and words given; ValueError on others."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if ALL_CLASSES in items:
+        return None
+    for item in items:
+        if not (item.isdigit() or item in (ECC_CLASS, WAIT_CLASS)):
+            raise ValueError(f"{item!r} is not an XID number, {ECC_CLASS}, {WAIT_CLASS} or {ALL_CLASSES}")
+    return frozenset(str(int(i)) if i.isdigit() else i for i in items)
+
+
 DEFAULT_GFD_OUTPUT = "/etc/kubernetes/node-feature-discovery/features.d/gfd"
 DEFAULT_MACHINE_TYPE_FILE = "/sys/class/dmi/id/product_name"
 
@@ -204,10 +221,17 @@ class PluginFlags:
     health_recovery_quiet_period: str = flag(
         DEFAULT_QUIET_PERIOD, before(durations.normalise_seconds), "healthRecoveryQuietPeriod",
         "--health-recovery-quiet-period", "HEALTH_RECOVERY_QUIET_PERIOD", "seconds",
-        f"kubegpu: an unhealthy device becomes Healthy again after this long without a new event: seconds (300) "
-        f"or a Go duration (5m); 0 = only on a recovery signal (default {DEFAULT_QUIET_PERIOD})",
+        "kubegpu: opt-in automatic recovery: an unhealthy device of a --health-recovery-xids class becomes Healthy "
+        "again after this long without a new event: seconds (300) or a Go duration (5m); 0 (default, as NVIDIA) = "
+        "only a recovery signal or a restart heals",
     )  # fmt: skip
     """kubegpu: an unhealthy device returns to Healthy after this long without a new event (0s: only on recovery)."""
+    health_recovery_xids: str = flag(
+        "all", strict_str, "healthRecoveryXids", "--health-recovery-xids", "HEALTH_RECOVERY_XIDS", "str",
+        "kubegpu: the fault classes the quiet period heals: XID numbers, ecc (double-bit ECC), wait (failed event "
+        "waits), or all (default); a lost GPU (XID 79) never heals by waiting",
+    )  # fmt: skip
+    """kubegpu: which fault classes ``health_recovery_quiet_period`` heals (XIDs, ``ecc``, ``wait``, ``all``)."""
 
     def policy_for(self, shared: bool) -> str:
         """The preferred-allocation policy of a resource (``shared``: replicas or MIG devices).
@@ -359,6 +383,18 @@ class Options:
         "kubegpu: serve the plugin's Prometheus metrics on HOST:PORT (/metrics); default off", metavar="HOST:PORT",
     )  # fmt: skip
     """kubegpu: ``HOST:PORT`` of the plugin's own Prometheus metrics; None: not served."""
+    node_name: str | None = option(
+        None, "--node-name", "KUBEGPU_NODE_NAME", "str",
+        "kubegpu: publish this node's GPUs (annotation kubegpu.io/gpus) on the Node so named and honour the "
+        "scheduler's pick (kubegpu.io/gpu-devices on its pods); default off (KUBEGPU_NODE_NAME from the downward API)",
+        metavar="NAME",
+    )  # fmt: skip
+    """kubegpu: the Node to publish the GPUs on and whose pods' picks to honour; None: neither."""
+    kubeconfig: str | None = option(
+        None, "--kubeconfig", "", "path",
+        "kubegpu: the cluster of --node-name (default $KUBECONFIG, else the in-cluster service account)",
+    )  # fmt: skip
+    """kubegpu: kubeconfig for ``node_name``'s API calls; None: ``$KUBECONFIG`` or in-cluster."""
 
     @property
     def retry_interval_s(self) -> float:

@@ -143,9 +143,15 @@ def is_device_ref(ref: str) -> bool:
     return any(p.fullmatch(ref) for p in (_GPU_INDEX, _MIG_INDEX, _GPU_UUID, _MIG_UUID))
 
 
+#: kubegpu: more replicas than this per device is a typo (8 GPUs x 100000 = 800,000 devices to advertise).
+MAX_REPLICAS = 1024
+
+
 def _replicas(value: int) -> int:
     if value < 2:
         raise ValueError("number of replicas must be >= 2")
+    if value > MAX_REPLICAS:
+        raise ValueError(f"number of replicas must be within [2, {MAX_REPLICAS}], got {value}")
     return value
 
 

@@ -54,6 +54,14 @@ def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
         except errors.ProfileError as exc:
             print(f"{parser.prog}: error: --machine {cfg.options.machine!r}: {exc}", file=sys.stderr)
             return 2
+    if cfg.options.node_name:
+        from kubegpu import kubeconfig
+
+        try:
+            kubeconfig.load(cfg.options.kubeconfig)
+        except kubeconfig.KubeconfigError as exc:
+            print(f"{parser.prog}: error: --node-name {cfg.options.node_name}: {exc}", file=sys.stderr)
+            return 2
     return _run(cfg, load, env)
 
 

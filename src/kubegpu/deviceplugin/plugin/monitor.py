@@ -2,7 +2,8 @@
 
 Owns the task that consumes ``backend.health_events()``, feeds a
 :class:`~.health.HealthBook`, wakes up when a quiet period ends, pushes each
-attached server's Unhealthy set, logs one line per device health transition
+attached server's Unhealthy set and then tells its listeners (the Node writer),
+logs one line per device health transition
 (with the XID and its meaning) and one per event the policy ignores, and
 reports device health and transitions to the plugin's metrics. Health survives server restarts
 (the kubelet coming back), because the monitor outlives the servers. Must not
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 from kubegpu.api import constants
@@ -69,6 +71,8 @@ class HealthMonitor:
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.events_seen = 0
+        #: Called after every health change is pushed (the Node publisher listens here).
+        self.listeners: list[Callable[[], None]] = []
 
     def unhealthy(self, resource_name: str) -> set[str]:
         """The IDs of ``resource_name`` that are Unhealthy now."""
@@ -171,3 +175,5 @@ class HealthMonitor:
             sink = self._sinks.get(resource.name)
             if sink is not None:
                 sink.set_unhealthy(set(now))
+        for listener in self.listeners:
+            listener()

@@ -19,10 +19,10 @@ import logging
 import os
 import stat
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import grpc
 
@@ -52,22 +52,37 @@ AllocateHandler = Callable[[Sequence[Sequence[str]]], list[ContainerEdits]]
 PreferredHandler = Callable[[Sequence[str], Sequence[str], int], list[str]]
 
 
+class Picks(Protocol):
+    """The scheduler's picks (:class:`kubegpu.deviceplugin.plugin.pods.NodePods`): asked before the policy."""
+
+    async def preferred(
+        self, resource: Resource, available: Sequence[str], must_include: Sequence[str], size: int
+    ) -> list[str] | None: ...
+
+    def allocating(self, resource: Resource, containers: Sequence[Sequence[str]]) -> None: ...
+
+
 @dataclass(frozen=True)
 class Handlers:
-    """The pure functions behind the RPCs of one resource (the supervisor binds them to its config)."""
+    """The pure functions behind the RPCs of one resource (the supervisor binds them to its config).
+
+    ``picks``: with ``--node-name``, the scheduler's picks; their answer wins over ``preferred`` and their
+    refusal fails the RPC (and so the pod's admission).
+    """
 
     allocate: AllocateHandler
     preferred: PreferredHandler
+    picks: Picks | None = None
 
 
-async def _answer(context: grpc.aio.ServicerContext, rpc: str, build: Callable[[], _Response]) -> _Response:
+async def _answer(context: grpc.aio.ServicerContext, rpc: str, build: Callable[[], Awaitable[_Response]]) -> _Response:
     """Run ``build``; our errors become gRPC statuses here and nowhere else, and no error escapes as a crash.
 
     ``InvalidRequest`` → ``INVALID_ARGUMENT`` with its message; anything else is
     a bug of ours → ``INTERNAL``, logged with its traceback, and the daemon serves on.
     """
     try:
-        return build()
+        return await build()
     except InvalidRequest as exc:
         log.warning("request refused", extra={"rpc": rpc, "reason": str(exc)})
         code, details = grpc.StatusCode.INVALID_ARGUMENT, str(exc)
@@ -168,7 +183,9 @@ class DevicePluginService(api_pb2_grpc.DevicePluginServicer):
         began = time.perf_counter()
         requests = [list(r.devices_ids) for r in request.container_requests]
 
-        def build() -> api_pb2.AllocateResponse:
+        async def build() -> api_pb2.AllocateResponse:
+            if self.handlers.picks is not None:
+                self.handlers.picks.allocating(self.resource, requests)
             edits = self.handlers.allocate(requests)
             return api_pb2.AllocateResponse(container_responses=[_edits_to_proto(e) for e in edits])
 
@@ -188,15 +205,16 @@ class DevicePluginService(api_pb2_grpc.DevicePluginServicer):
     ) -> api_pb2.PreferredAllocationResponse:
         began = time.perf_counter()
 
-        def build() -> api_pb2.PreferredAllocationResponse:
-            responses = [
-                api_pb2.ContainerPreferredAllocationResponse(
-                    deviceIDs=self.handlers.preferred(
-                        list(r.available_deviceIDs), list(r.must_include_deviceIDs), r.allocation_size
-                    )
-                )
-                for r in request.container_requests
-            ]
+        async def build() -> api_pb2.PreferredAllocationResponse:
+            responses = []
+            for r in request.container_requests:
+                available, must, size = list(r.available_deviceIDs), list(r.must_include_deviceIDs), r.allocation_size
+                chosen = None
+                if self.handlers.picks is not None:
+                    chosen = await self.handlers.picks.preferred(self.resource, available, must, size)
+                if chosen is None:
+                    chosen = self.handlers.preferred(available, must, size)
+                responses.append(api_pb2.ContainerPreferredAllocationResponse(deviceIDs=chosen))
             return api_pb2.PreferredAllocationResponse(container_responses=responses)
 
         try:

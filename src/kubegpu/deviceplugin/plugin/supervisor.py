@@ -42,15 +42,16 @@ from typing import Literal
 
 from kubegpu.api import constants
 from kubegpu.deviceplugin.config.effective import Config
+from kubegpu.deviceplugin.config.flags import recovery_classes
 from kubegpu.deviceplugin.config.v1 import ConfigError
 from kubegpu.deviceplugin.errors import DevicePluginError, KubeletUnavailable, MpsNotReady
 from kubegpu.deviceplugin.mps import control
-from kubegpu.deviceplugin.plugin import registration, server
+from kubegpu.deviceplugin.plugin import pods, publisher, registration, server
 from kubegpu.deviceplugin.plugin.host import HostError, HostView, imex_channels
 from kubegpu.deviceplugin.plugin.metrics import PluginMetrics
 from kubegpu.deviceplugin.plugin.monitor import HealthMonitor
 from kubegpu.deviceplugin.plugin.watcher import Identity, KubeletSocketWatcher
-from kubegpu.deviceplugin.rm import health, mig_caps, preferred, resource_map, responses, xids
+from kubegpu.deviceplugin.rm import health, mig_caps, nodegpus, preferred, resource_map, responses, xids
 from kubegpu.deviceplugin.rm.resources import Resource
 from kubegpu.gpu import errors as gpu_errors
 from kubegpu.gpu.backend import GpuBackend
@@ -85,13 +86,19 @@ def default_backend(config: Config) -> GpuBackend:
 
 
 def handlers_for(
-    resource: Resource, machine: Machine, config: Config, options: responses.ResponseOptions, view: HostView
+    resource: Resource,
+    machine: Machine,
+    config: Config,
+    options: responses.ResponseOptions,
+    view: HostView,
+    picks: server.Picks | None = None,
 ) -> server.Handlers:
     """Allocate and GetPreferredAllocation of ``resource``, bound to the config (pure functions underneath)."""
     policy = config.flags.plugin.policy_for(shared=not preferred.places_whole_gpus(resource))
     return server.Handlers(
         allocate=functools.partial(responses.allocate_all, resource, options=options, exists=view.exists),
         preferred=preferred.Preferred(resource, machine.topology, policy),
+        picks=picks,
     )
 
 
@@ -264,7 +271,6 @@ class Supervisor:
                 imex_channels=channels,
                 cdi_features=self._write_cdi(machine, view, minors, channels),
             )
-            handlers = {r.name: handlers_for(r, machine, config, options, view) for r in served}
             for resource in served:
                 log.info(
                     "resource",
@@ -275,16 +281,50 @@ class Supervisor:
                         "policy": config.flags.plugin.policy_for(not preferred.places_whole_gpus(resource)),
                     },
                 )
-            book = health.HealthBook(quiet_period_s=config.flags.plugin.quiet_period_s, policy=self.xid_policy)
+            book = health.HealthBook(
+                quiet_period_s=config.flags.plugin.quiet_period_s,
+                policy=self.xid_policy,
+                recoverable=recovery_classes(config.flags.plugin.health_recovery_xids),
+            )
             self.monitor = HealthMonitor(backend, served, book, self.metrics)
+            node = self._node_api(machine, served, self.monitor)
+            node_pods = None if node is None else node[1]
+            handlers = {r.name: handlers_for(r, machine, config, options, view, node_pods) for r in served}
             self.monitor.start()
             try:
                 return await self._serve(served, handlers)
             finally:
                 await self._stop_servers()
                 await self.monitor.stop()
+                if node is not None:
+                    await node[0].stop()
+                    await node[1].stop()
         finally:
             backend.close()
+
+    def _node_api(
+        self, machine: Machine, served: tuple[Resource, ...], monitor: HealthMonitor
+    ) -> tuple[publisher.NodePublisher, pods.NodePods] | None:
+        """With ``--node-name``: the started Node writer (fed now and after every health change) and pod cache."""
+        node_name = self.config.options.node_name
+        if not node_name:
+            return None
+        try:
+            node = publisher.connect(node_name, self.config.options.kubeconfig)
+            node_pods = pods.connect(node_name, self.config.options.kubeconfig)
+        except publisher.KubeconfigError as exc:
+            raise StartupFailed(str(exc)) from exc
+
+        def publish() -> None:
+            unhealthy = {r.name: monitor.unhealthy(r.name) for r in served}
+            node.update(nodegpus.node_annotations(nodegpus.describe(machine, served, unhealthy)))
+
+        monitor.listeners.append(publish)
+        publish()
+        node.start()
+        node_pods.start()
+        log.info("publishing the GPUs on the node", extra={"node": node_name, "annotation": nodegpus.GPUS_ANNOTATION})
+        return node, node_pods
 
     def _mig_minors(self, simulated: bool) -> mig_caps.MigMinors | None:
         """The host's MIG capability minors (NVML), or None for the driver's numbering (simulated machines)."""

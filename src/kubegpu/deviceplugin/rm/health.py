@@ -9,9 +9,12 @@ devices, or the whole machine) and their life:
   (every replica and MIG device of the GPU; a MIG-scoped fault only its MIG
   device and the whole-GPU device holding it);
 * a failed event wait (``WAIT_ERROR``) is held against every device;
-* unlike NVIDIA, devices return to Healthy: a ``RECOVERED`` event clears the
-  GPU's faults, and an XID/ECC/wait fault that sees no new fault for the quiet
-  period is dropped. A lost GPU stays lost until ``RECOVERED``.
+* as with NVIDIA, a fault stays until an operator acts: a ``RECOVERED`` event
+  (``kubegpu fault recover``, NVML's recovery) clears the GPU's faults, a plugin
+  restart starts afresh. Automatic recovery is opt-in: with a quiet period, a
+  fault of a class in ``recoverable`` (XID numbers, ``ecc``, ``wait``, or every
+  class) that sees no new fault for that long is dropped. A lost GPU (XID 79,
+  fallen off the bus) never heals by waiting.
 
 Pure: time is passed in (monotonic seconds), no I/O, no logging, no asyncio.
 """
@@ -21,12 +24,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from kubegpu.deviceplugin.config.flags import ECC_CLASS, WAIT_CLASS
 from kubegpu.deviceplugin.rm import xids
 from kubegpu.deviceplugin.rm.devices import Device
 from kubegpu.gpu.backend import HealthEvent, HealthEventKind
 
-#: Default quiet period before a transient fault is forgotten (seconds).
-DEFAULT_QUIET_PERIOD_S = 300.0
+#: The XID of a GPU that fell off the bus: never healed by a quiet period.
+FALLEN_OFF_THE_BUS = 79
+#: Default quiet period: none, NVIDIA's behaviour (a fault lasts until recovery or restart).
+DEFAULT_QUIET_PERIOD_S = 0.0
 
 
 @dataclass(frozen=True)
@@ -55,24 +61,40 @@ class Fault:
 
     @property
     def lasting(self) -> bool:
-        """A lost GPU does not heal by waiting."""
-        return self.kind is HealthEventKind.LOST
+        """A lost GPU (or its XID 79, fallen off the bus) does not heal by waiting."""
+        return self.kind is HealthEventKind.LOST or self.xid == FALLEN_OFF_THE_BUS
 
     def describe(self) -> str:
         return f"xid {self.xid}" if self.xid is not None else self.kind.value
+
+    def heals_by_waiting(self, recoverable: frozenset[str] | None) -> bool:
+        """Whether the quiet period may drop this fault (``recoverable`` None: every class but a lost GPU)."""
+        if self.lasting:
+            return False
+        if recoverable is None:
+            return True
+        if self.kind is HealthEventKind.ECC_DBE:
+            return ECC_CLASS in recoverable or "48" in recoverable
+        if self.kind is HealthEventKind.WAIT_ERROR:
+            return WAIT_CLASS in recoverable
+        return self.xid is not None and str(self.xid) in recoverable
 
 
 @dataclass
 class HealthBook:
     """The faults held now, and the rules that change them.
 
-    ``quiet_period_s``: a transient fault with no new fault on its target for
-    this long is dropped; None or 0 disables this (only ``RECOVERED`` heals).
+    ``quiet_period_s``: a fault of a ``recoverable`` class with no new fault on its
+    target for this long is dropped; None or 0 (the default) disables this: only
+    ``RECOVERED`` heals, as with NVIDIA.
+    ``recoverable``: the classes the quiet period heals (:func:`~kubegpu.deviceplugin.config.flags.recovery_classes`);
+    None = all.
     ``policy``: which XIDs are fatal (:func:`kubegpu.deviceplugin.rm.xids.policy_from_env`).
     """
 
     quiet_period_s: float | None = DEFAULT_QUIET_PERIOD_S
     policy: xids.XidPolicy = field(default_factory=xids.XidPolicy)
+    recoverable: frozenset[str] | None = None
     faults: dict[Target, Fault] = field(default_factory=dict)
 
     def decide(self, event: HealthEvent) -> xids.Decision:
@@ -105,7 +127,8 @@ class HealthBook:
         if not self.quiet_period_s:
             return []
         # Same arithmetic as next_expiry, so expire(next_expiry()) always drops what it promised.
-        gone = [t for t, f in self.faults.items() if not f.lasting and f.last + self.quiet_period_s <= now]
+        period = self.quiet_period_s
+        gone = [t for t, f in self.faults.items() if f.heals_by_waiting(self.recoverable) and f.last + period <= now]
         for target in gone:
             del self.faults[target]
         return gone
@@ -114,7 +137,7 @@ class HealthBook:
         """When :meth:`expire` will next drop something, or None."""
         if not self.quiet_period_s:
             return None
-        times = [f.last + self.quiet_period_s for f in self.faults.values() if not f.lasting]
+        times = [f.last + self.quiet_period_s for f in self.faults.values() if f.heals_by_waiting(self.recoverable)]
         return min(times) if times else None
 
     def fault_of(self, device: Device) -> Fault | None:
