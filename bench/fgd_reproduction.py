@@ -53,15 +53,15 @@ from pathlib import Path
 
 import numpy as np
 
-from kubegpu.scheduling.cluster import BoolArray, ClusterState
-from kubegpu.scheduling.framework import FilterPlugin, Profile
-from kubegpu.scheduling.gaps import GapTables
-from kubegpu.scheduling.model import MILLI, NodeSpec, PodSpec
-from kubegpu.scheduling.policies import POLICIES as REGISTRY
-from kubegpu.scheduling.policies import PolicyInfo, PolicyOptions, build_profile
-from kubegpu.scheduling.simulator import prepare_workload, simulate
-from kubegpu.scheduling.trace import read_nodes, read_pods
-from kubegpu.scheduling.workload import TargetWorkload
+from kubegpu.scheduling.core.cluster import BoolArray, ClusterState
+from kubegpu.scheduling.core.framework import FilterPlugin, Profile
+from kubegpu.scheduling.core.gaps import GapTables
+from kubegpu.scheduling.core.model import MILLI, NodeSpec, PodSpec
+from kubegpu.scheduling.core.policies import POLICIES as REGISTRY
+from kubegpu.scheduling.core.policies import PolicyInfo, PolicyOptions, build_profile
+from kubegpu.scheduling.core.workload import TargetWorkload
+from kubegpu.scheduling.simulate.simulator import prepare_workload, simulate
+from kubegpu.scheduling.simulate.trace import read_nodes, read_pods
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from trace_variants import VARIANTS, build

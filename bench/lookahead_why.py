@@ -38,13 +38,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from trace_variants import TRACE_DIR, VARIANTS, build
 
-from kubegpu.scheduling.cluster import ClusterState, IntArray
-from kubegpu.scheduling.framework import MAX_NODE_SCORE
-from kubegpu.scheduling.lookahead import LookaheadScore
-from kubegpu.scheduling.model import MILLI, NodeSpec, PodSpec
-from kubegpu.scheduling.policies import PolicyOptions
-from kubegpu.scheduling.simulator import simulate
-from kubegpu.scheduling.trace import read_nodes
+from kubegpu.scheduling.core.cluster import ClusterState, IntArray
+from kubegpu.scheduling.core.framework import MAX_NODE_SCORE
+from kubegpu.scheduling.core.lookahead import LookaheadScore
+from kubegpu.scheduling.core.model import MILLI, NodeSpec, PodSpec
+from kubegpu.scheduling.core.policies import PolicyOptions
+from kubegpu.scheduling.simulate.simulator import simulate
+from kubegpu.scheduling.simulate.trace import read_nodes
 
 OLD = PolicyOptions(demand_weighted=False, scarcity=False)
 TERMS = ("F drop", "S drop", "gap gain", "scarcity")
@@ -111,14 +111,14 @@ class _Terms:
 
 
 def _frag(state: ClusterState, cw: object, node: int) -> float:
-    from kubegpu.scheduling.fragmentation import CompiledWorkload, node_fragmentation
+    from kubegpu.scheduling.core.fragmentation import CompiledWorkload, node_fragmentation
 
     assert isinstance(cw, CompiledWorkload)
     return float(node_fragmentation(cw, state.cpu_free[[node]], state.gpu_free[[node]], state.model_id[[node]])[0])
 
 
 def _frag_after(state: ClusterState, cw: object, node: int, pod: PodSpec, share: int) -> float:
-    from kubegpu.scheduling.fragmentation import CompiledWorkload, node_fragmentation
+    from kubegpu.scheduling.core.fragmentation import CompiledWorkload, node_fragmentation
 
     assert isinstance(cw, CompiledWorkload)
     gpu = state.gpu_free[[node]].copy()
@@ -186,7 +186,7 @@ def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, see
             )
         seen["gpu"], seen["cpu"] = state.gpu_free.copy(), state.cpu_free.copy()
 
-    import kubegpu.scheduling.lookahead as la
+    import kubegpu.scheduling.core.lookahead as la
 
     original = la.LookaheadScore.__init__
 

@@ -2,7 +2,7 @@
 
 The paper's ``multigpu20…50`` and ``gpuspec10…33`` lists are not in
 ``../shared``; this script builds lists of the same kind, several random
-draws each, as ``kubegpu.scheduling.variants`` describes:
+draws each, as ``kubegpu.scheduling.simulate.variants`` describes:
 
 * ``multigpu<NN>@<draw>`` — the default pods plus copies of its own 2/4/8-GPU
   pods, drawn with replacement, until multi-GPU pods make NN % of the GPU
@@ -36,9 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kubegpu.scheduling.model import PodSpec
-from kubegpu.scheduling.trace import read_pods
-from kubegpu.scheduling.variants import (
+from kubegpu.scheduling.core.model import PodSpec
+from kubegpu.scheduling.simulate.trace import read_pods
+from kubegpu.scheduling.simulate.variants import (
     CONSTRAINED_SHARES,
     MULTI_GPU_SHARES,
     constrained_share,

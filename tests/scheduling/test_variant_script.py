@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kubegpu.scheduling.trace import read_pods
-from kubegpu.scheduling.variants import constrained_share, multi_gpu_share
+from kubegpu.scheduling.simulate.trace import read_pods
+from kubegpu.scheduling.simulate.variants import constrained_share, multi_gpu_share
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "trace_variants.py"

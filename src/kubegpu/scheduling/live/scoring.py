@@ -4,7 +4,7 @@ Owns :class:`NodeResourcesFit` (strategy, per-resource weights, shape) as
 kube-scheduler scores it: CPU and memory from the non-zero requests (100m /
 200 MiB for containers without a request), extended resources from their
 requests and only when the pod asks for them, the integer arithmetic of the
-core's :func:`kubegpu.scheduling.noderesources.combine`. Must not filter and
+core's :func:`kubegpu.scheduling.core.noderesources.combine`. Must not filter and
 does no I/O.
 """
 
@@ -16,11 +16,11 @@ from typing import Protocol
 
 import numpy as np
 
-from kubegpu.scheduling import noderesources
+from kubegpu.scheduling.core import noderesources
+from kubegpu.scheduling.core.noderesources import ShapePoint
 from kubegpu.scheduling.live import resources
 from kubegpu.scheduling.live.cache import IntArray, SchedulerCache
 from kubegpu.scheduling.live.objects import PodInfo
-from kubegpu.scheduling.noderesources import ShapePoint
 
 
 @dataclass(frozen=True, slots=True)
