@@ -149,7 +149,7 @@ def apply(opts: Options, label_value: str | None) -> selection.Selection:
     )
     if changed and opts.send_signal and not opts.oneshot:
         pids = switch.send(opts.process, opts.signal)
-        log.info("signalled", extra={"process": opts.process, "signal": opts.signal, "pids": pids})
+        log.info("signalled", extra={"target_process": opts.process, "signal": opts.signal, "pids": pids})
     return chosen
 
 

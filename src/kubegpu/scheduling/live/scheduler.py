@@ -472,11 +472,16 @@ class LiveScheduler:
             )
             self.queue.failed(pod.uid, self.clock())
             return
+        # Members as the informer saw them last: a queued entry can predate our own status writes (made while the
+        # member was in flight, when updates only reach ``latest``), and its stale resourceVersion would make every
+        # plan write a 409 Conflict.
         pending = [
-            p for p in self.queue.pods() if p.group_key == pod.group_key and p.scheduler_name == pod.scheduler_name
+            self.latest.get(p.uid, p)
+            for p in self.queue.pods()
+            if p.group_key == pod.group_key and p.scheduler_name == pod.scheduler_name
         ]
         if pod.uid not in {p.uid for p in pending}:
-            pending.append(pod)
+            pending.append(self.latest.get(pod.uid, pod))
         bound = [p for p in self.cache.placed.values() if p.pod.group_key == pod.group_key]
         if await self._resume_gang(profile, group, pending, bound):
             return
