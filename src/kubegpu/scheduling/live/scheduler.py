@@ -120,9 +120,10 @@ class LiveScheduler:
         if kind == DELETED:
             self.cache.remove_node(obj.metadata.name)
         else:
+            before = self.cache.description_errors.get(obj.metadata.name)
             self.cache.set_node(objects.node_info(obj))
             error = self.cache.description_errors.get(obj.metadata.name)
-            if error:
+            if error and error != before:
                 log.warning("node GPU description ignored, counting its GPUs", extra={"error": error})
         self._changed()
 
