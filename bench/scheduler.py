@@ -39,7 +39,7 @@ from kubegpu.scheduling.live.cache import SchedulerCache
 from kubegpu.scheduling.live.config import default_config
 from kubegpu.scheduling.live.cycle import Cycle, Placement
 from kubegpu.scheduling.live.objects import NodeInfo, PodInfo
-from kubegpu.scheduling.synthetic import synthetic_pods
+from kubegpu.scheduling.simulate.synthetic import synthetic_pods
 
 ROOT = Path(__file__).resolve().parents[1]
 GI = 1024**3

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kubegpu.scheduling.policies import POLICIES
-from kubegpu.scheduling.simulator import simulate
-from kubegpu.scheduling.synthetic import synthetic_nodes, synthetic_pods
-from kubegpu.scheduling.trace import read_nodes, read_pods
+from kubegpu.scheduling.core.policies import POLICIES
+from kubegpu.scheduling.simulate.simulator import simulate
+from kubegpu.scheduling.simulate.synthetic import synthetic_nodes, synthetic_pods
+from kubegpu.scheduling.simulate.trace import read_nodes, read_pods
 
 TRACE_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "alibaba-gpu-v2023"
 

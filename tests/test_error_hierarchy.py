@@ -14,7 +14,7 @@ BASES = {
     "kubegpu.kubelet": ("kubegpu.kubelet.errors", "KubeletError"),
     "kubegpu.gpu": ("kubegpu.gpu.errors", "GpuError"),
     "kubegpu.placement": ("kubegpu.placement.errors", "PlacementError"),
-    "kubegpu.scheduling": ("kubegpu.scheduling.errors", "SchedulingError"),
+    "kubegpu.scheduling": ("kubegpu.scheduling.core.errors", "SchedulingError"),
 }
 
 

@@ -37,7 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "labels": ("kubegpu.deviceplugin.gfd.command", "GPU feature discovery node labels"),
     "mps-daemon": ("kubegpu.deviceplugin.mps.command", "manage MPS control daemons for shared resources"),
     "exporter": ("kubegpu.monitoring.command", "dcgm-exporter-compatible Prometheus metrics with pod labels"),
-    "simulate": ("kubegpu.scheduling.command", "trace-driven GPU scheduling simulator (FGD reproduction)"),
+    "simulate": ("kubegpu.scheduling.simulate.command", "trace-driven GPU scheduling simulator (FGD reproduction)"),
     "scheduler": ("kubegpu.scheduling.live.command", "GPU-aware scheduler for a cluster: profiles, gangs, preemption"),
     "config-manager": ("kubegpu.configmanager.command", "choose the plugin config from a node label, SIGHUP on change"),
     "doctor": ("kubegpu.doctor.command", "the troubleshooting list as checks: node, then cluster; each with its fix"),

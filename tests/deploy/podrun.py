@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,3 +136,23 @@ def registered(host: Path) -> dict[str, Any]:
 
 def daemonset(objects: list[dict[str, Any]], component: str) -> dict[str, Any]:
     return next(o for o in objects if o["kind"] == "DaemonSet" and o["metadata"]["name"] == f"kubegpu-{component}")
+
+
+def deployment(objects: list[dict[str, Any]], component: str) -> dict[str, Any]:
+    return next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == f"kubegpu-{component}")
+
+
+def listen_here(argv: list[str], flag: str, port: int) -> list[str]:
+    """argv with a container's ``--flag=HOST:PORT`` on a free loopback port of this machine instead."""
+    return [f"{flag}=127.0.0.1:{port}" if a.startswith(f"{flag}=") else a for a in argv]
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """GET a path on a loopback port: (status, body), (0, "") while nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except OSError:
+        return 0, ""

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lightkube import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node
 
 from kubegpu.demo.localnode import free_port
 from tests.deploy import helmrender
-from tests.deploy.podrun import MACHINE, NODE, Pod, daemonset, registered, start
+from tests.deploy.podrun import MACHINE, NODE, Pod, daemonset, deployment, http_get, listen_here, registered, start
 from tests.polling import wait_until
 
 pytest.importorskip("helm_sdkpy", reason="helm-sdkpy is installed by .ci/run (--ignore-requires-python)")
@@ -191,3 +192,48 @@ def test_mps_sharing_runs_the_control_daemon_and_the_plugin_serves_once_it_is_re
         what="the MPS-shared GPUs registered once the daemon is ready",
     )
     assert (host / "run" / "nvidia" / "mps" / ".ready").exists()
+
+
+def test_the_scheduler_deployment_parses_its_config_holds_its_lease_and_binds_a_gpu_pod(
+    tmp_path: Path, procs: list[subprocess.Popen[bytes]], kube: Any
+) -> None:
+    """The rendered Deployment's container with the rendered ConfigMap (the tutorial's gpu-scheduler profile) as
+    its /etc/kubegpu, released into the test's namespace (its Lease is there), the pod's service account being the
+    API server's kubeconfig; its metrics port is a free loopback port."""
+    from lightkube.resources.coordination_v1 import Lease
+    from lightkube.resources.core_v1 import Pod as KubePod
+
+    from tests.scheduling.live.cluster import add_node, create_pod, node_of
+
+    objects = helmrender.render(namespace=kube.namespace)
+    scheduler = Pod(deployment(objects, "scheduler"), objects, tmp_path, "")
+    argv, env = scheduler.command("scheduler", {"KUBECONFIG": str(kube.kubeconfig), "PYTHONUNBUFFERED": "1"})
+    assert Path(argv[0]).name == "kubegpu" and argv[1] == "scheduler"
+    port = free_port()
+    argv = listen_here(argv, "--metrics-listen", port)
+    assert f"--metrics-listen=127.0.0.1:{port}" in argv, argv
+    node = add_node(kube, "gpu", gpus=8)
+    proc = start(procs, argv, env, tmp_path / "scheduler.log")
+
+    def ready() -> bool:
+        assert proc.poll() is None, (tmp_path / "scheduler.log").read_text()
+        return http_get(port, "/readyz")[0] == 200
+
+    wait_until(ready, within=30, what="the scheduler ready (/readyz)")
+    started = (tmp_path / "scheduler.log").read_text()
+    assert "gpu-scheduler" in started  # the profile of the mounted config, not a flag's default
+
+    def holder() -> str:
+        try:
+            lease = kube.client().get(Lease, "kubegpu-scheduler", namespace=kube.namespace)
+        except ApiError:
+            return ""
+        return (lease.spec.holderIdentity if lease.spec else None) or ""
+
+    assert wait_until(holder, within=30, what="the kubegpu-scheduler Lease held")
+    create_pod(kube, "train", "gpu-scheduler", gpus=2)
+    client = kube.client()
+    assert wait_until(lambda: node_of(client, kube.namespace, "train"), within=30, what="pod bound") == node
+    pod = client.get(KubePod, "train", namespace=kube.namespace)
+    assert (pod.metadata.annotations or {}).get("kubegpu.io/gpu-devices")  # type: ignore[union-attr]
+    assert http_get(port, "/metrics")[0] == 200

@@ -1,14 +1,15 @@
 """RBAC is least privilege and sufficient: a component's containers, run as rendered through a recording proxy to the
 API server, ask only what the chart's rules grant, and use every rule the chart grants them.
 
-The config-manager here; the scheduler's and the node agent's follow the same way once their programs are on this
-branch. The proxy speaks plain HTTP to the in-process server, so on a real cluster these tests skip.
+The config-manager and the scheduler here; the node agent's in ``test_rbac_node_agent.py``. The proxy speaks plain
+HTTP to the in-process server, so on a real cluster these tests skip.
 """
 
 from __future__ import annotations
 
 import subprocess
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,9 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node
 
 from kubegpu.configmanager import switch
+from kubegpu.demo.localnode import free_port
 from tests.deploy import helmrender
-from tests.deploy.podrun import Pod, daemonset, start
+from tests.deploy.podrun import Pod, daemonset, deployment, http_get, listen_here, start
 from tests.deploy.rbac import RecordingProxy, Request, allows, attributes, grants
 from tests.polling import wait_until
 
@@ -76,4 +78,71 @@ def test_the_config_manager_asks_only_and_all_of_what_its_cluster_role_grants(
     denied = [str(r) for r in asked if not allows(granted, r)]
     assert denied == [], f"asked but not granted: {denied}"
     unused = grants(granted) - {(r.group, r.resource, r.verb) for r in asked}
+    assert unused == set(), f"granted but never asked: {sorted(unused)}"
+
+
+def test_the_scheduler_asks_only_and_all_of_what_its_roles_grant(tmp_path: Path, procs: list[Any], kube: Any) -> None:
+    """The rendered scheduler through the proxy, driven through each thing it writes: a bind (annotation patch,
+    binding, event), an unschedulable pod (pods/status, an event and its repeat as the event's series), a
+    preemption (pods/eviction) and a gang (podgroups list/watch, podgroups/status)."""
+    from lightkube.generic_resource import create_namespaced_resource
+    from lightkube.resources.scheduling_v1 import PriorityClass
+
+    from tests.scheduling.live.cluster import CRD, add_node, create_pod, finish_deletions, node_of
+
+    kube.require_server()
+    kube.ensure_crd(yaml.safe_load(CRD.read_text()))
+    pod_group = create_namespaced_resource("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups")
+    objects = helmrender.render(namespace=kube.namespace)
+    granted = [
+        *rules(objects, "ClusterRole", "kubegpu-scheduler"),
+        *rules(objects, "Role", "kubegpu-scheduler-leader-election"),
+    ]
+    client = kube.client()
+    low, high = kube.name("low"), kube.name("high")
+    for name, value in ((low, 10), (high, 1000)):
+        client.create(PriorityClass.from_dict({"metadata": {"name": name}, "value": value}))
+    first = add_node(kube, "one", gpus=1)
+    upstream = yaml.safe_load(kube.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    scheduler = Pod(deployment(objects, "scheduler"), objects, tmp_path, "")
+    with RecordingProxy(upstream) as proxy:
+        in_cluster = {"KUBECONFIG": str(proxy.kubeconfig(tmp_path / "kubeconfig")), "PYTHONUNBUFFERED": "1"}
+        argv, env = scheduler.command("scheduler", in_cluster)
+        port = free_port()
+        proc = start(procs, listen_here(argv, "--metrics-listen", port), env, tmp_path / "scheduler.log")
+        wait_until(lambda: http_get(port, "/readyz")[0] == 200, within=30, what="the scheduler ready")
+
+        def bound(name: str) -> str:
+            finish_deletions(client, kube.namespace)  # the kubelet's part once a victim's containers stop
+            return node_of(client, kube.namespace, name)
+
+        def asked(verb: str, resource: str) -> bool:
+            return any(r.verb == verb and r.resource == resource for r in proxy.recorded())
+
+        create_pod(kube, "victim", "gpu-scheduler", priority_class=low)
+        assert wait_until(lambda: bound("victim"), within=30, what="victim bound") == first
+        h100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+        create_pod(kube, "no-such-gpu", "gpu-scheduler", node_selector=h100)
+        wait_until(lambda: asked("patch", "pods/status"), within=30, what="the pod marked unschedulable")
+        create_pod(kube, "urgent", "gpu-scheduler", priority_class=high)
+        assert wait_until(lambda: bound("urgent"), within=30, what="the preemptor bound") == first
+
+        client.create(pod_group.from_dict({"metadata": {"name": "pair"}, "spec": {"minMember": 2}}))
+        gang = {"scheduling.x-k8s.io/pod-group": "pair"}
+        for member in ("worker-0", "worker-1"):
+            create_pod(kube, member, "gpu-scheduler", labels=gang)
+        second = add_node(kube, "two", gpus=2)
+        for member in ("worker-0", "worker-1"):
+            assert wait_until(partial(bound, member), within=30, what=f"{member} bound") == second
+        wait_until(lambda: asked("patch", "podgroups/status"), within=30, what="the gang's phase written")
+        # A node update retries the unschedulable pod: the same failure again is the first event's series.
+        client.patch(Node, second, {"metadata": {"labels": {"kubegpu.io/touched": "1"}}})
+        wait_until(lambda: asked("patch", "events"), within=30, what="the repeated failure patched onto its event")
+        wait_until(lambda: asked("update", "leases"), within=30, what="the lease renewed")
+        proc.terminate()
+        proc.wait(15)
+        asked_all = proxy.recorded()
+    denied = [str(r) for r in asked_all if not allows(granted, r)]
+    assert denied == [], f"asked but not granted: {denied}"
+    unused = grants(granted) - {(r.group, r.resource, r.verb) for r in asked_all}
     assert unused == set(), f"granted but never asked: {sorted(unused)}"

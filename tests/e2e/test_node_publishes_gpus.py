@@ -14,7 +14,7 @@ from lightkube.resources.core_v1 import Node
 
 from kubegpu.demo.localnode import LocalNode
 from kubegpu.gpu import faults, profiles
-from kubegpu.scheduling import exactgpus
+from kubegpu.scheduling.core import exactgpus
 from tests.kubeapi.fixture import KubeEnv
 from tests.polling import wait_until
 

@@ -18,7 +18,7 @@ from lightkube.resources.core_v1 import Node, Pod
 
 from kubegpu.demo.localnode import LocalNode, free_port
 from kubegpu.gpu import faults, profiles
-from kubegpu.scheduling import exactgpus
+from kubegpu.scheduling.core import exactgpus
 from tests.kubeapi.fixture import KubeEnv
 from tests.polling import wait_until
 

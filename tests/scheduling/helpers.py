@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kubegpu.scheduling.cluster import ClusterState
-from kubegpu.scheduling.model import NodeSpec, PodSpec
+from kubegpu.scheduling.core.cluster import ClusterState
+from kubegpu.scheduling.core.model import NodeSpec, PodSpec
 
 
 def node(name: str, gpus: int = 8, cpu: int = 96_000, mem: int = 393_216, model: str = "G2") -> NodeSpec:

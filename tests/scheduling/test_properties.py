@@ -6,12 +6,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubegpu.scheduling.cluster import ClusterState
-from kubegpu.scheduling.framework import Scheduler
-from kubegpu.scheduling.model import MILLI, NodeSpec, PodSpec
-from kubegpu.scheduling.policies import POLICIES, build_profile
-from kubegpu.scheduling.simulator import simulate
-from kubegpu.scheduling.workload import TargetWorkload
+from kubegpu.scheduling.core.cluster import ClusterState
+from kubegpu.scheduling.core.framework import Scheduler
+from kubegpu.scheduling.core.model import MILLI, NodeSpec, PodSpec
+from kubegpu.scheduling.core.policies import POLICIES, build_profile
+from kubegpu.scheduling.core.workload import TargetWorkload
+from kubegpu.scheduling.simulate.simulator import simulate
 
 node_st = st.builds(
     lambda i, gpus, cpu, model: NodeSpec(f"n{i}", cpu, cpu * 4, gpus, model),
@@ -72,7 +72,7 @@ def test_no_policy_over_commits_splits_a_fractional_pod_or_breaks_a_model_constr
 
 
 def test_the_same_seed_gives_the_same_run_and_another_seed_a_different_one() -> None:
-    from kubegpu.scheduling.synthetic import synthetic_nodes, synthetic_pods
+    from kubegpu.scheduling.simulate.synthetic import synthetic_nodes, synthetic_pods
 
     nodes, pods = synthetic_nodes(0.05), synthetic_pods(0.05)
     for policy in ("lookahead", "random"):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kubegpu.scheduling.core.noderesources import BIN_PACKING_SHAPE
 from kubegpu.scheduling.live.cache import SchedulerCache
 from kubegpu.scheduling.live.config import TUTORIAL_RESOURCES
 from kubegpu.scheduling.live.scoring import NodeResourcesFit, ResourceWeight
-from kubegpu.scheduling.noderesources import BIN_PACKING_SHAPE
 
 from .builders import node, pod
 

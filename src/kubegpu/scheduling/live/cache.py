@@ -8,7 +8,7 @@ binding in flight); and the static-filter masks per pod constraint, kept
 until a node changes. Pods on a node the cache does not know yet are kept and
 counted once the node appears. For a node that publishes its GPUs
 (annotation ``kubegpu.io/gpus``) it keeps the parsed description and the
-GPUs :func:`kubegpu.scheduling.exactgpus.choose` picks for a pod of a size,
+GPUs :func:`kubegpu.scheduling.core.exactgpus.choose` picks for a pod of a size,
 until a pod on that node or the node changes. Must not choose nodes and does
 no I/O.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from kubegpu.scheduling import exactgpus
+from kubegpu.scheduling.core import exactgpus
 from kubegpu.scheduling.live import filters, resources
 from kubegpu.scheduling.live.objects import NodeInfo, PodInfo
 

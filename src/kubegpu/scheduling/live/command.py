@@ -22,7 +22,7 @@ import yaml
 from lightkube import AsyncClient, KubeConfig
 from lightkube.core.exceptions import ConfigError as KubeConfigError
 
-from kubegpu.scheduling.errors import SchedulingError
+from kubegpu.scheduling.core.errors import SchedulingError
 from kubegpu.scheduling.live import apiwrites, config, serving
 from kubegpu.scheduling.live.leader import LeaderElector
 from kubegpu.scheduling.live.scheduler import LiveScheduler

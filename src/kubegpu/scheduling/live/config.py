@@ -20,8 +20,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubegpu.scheduling import noderesources
-from kubegpu.scheduling.errors import SchedulingError
+from kubegpu.scheduling.core import noderesources
+from kubegpu.scheduling.core.errors import SchedulingError
+from kubegpu.scheduling.core.noderesources import ShapePoint
 from kubegpu.scheduling.live import corepolicies, filters
 from kubegpu.scheduling.live.cycle import Profile
 from kubegpu.scheduling.live.scoring import (
@@ -31,7 +32,6 @@ from kubegpu.scheduling.live.scoring import (
     NodeResourcesFit,
     ResourceWeight,
 )
-from kubegpu.scheduling.noderesources import ShapePoint
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"

@@ -1,10 +1,10 @@
 """kubegpu's own policies (``Lookahead``, ``FGD``) as score plugins of the live scheduler, through the core.
 
-Owns :class:`CorePolicyScore`: it keeps a :class:`kubegpu.scheduling.cluster.ClusterState` mirror of the live
+Owns :class:`CorePolicyScore`: it keeps a :class:`kubegpu.scheduling.core.cluster.ClusterState` mirror of the live
 cache (nodes in the cache's order, so node indices agree; every counted pod bound on the GPUs it holds) in step
 with it — rebuilt when the node set changes, otherwise pods bound and unbound by difference — and asks the
-core's score plugin (:class:`~kubegpu.scheduling.lookahead.LookaheadScore`,
-:class:`~kubegpu.scheduling.fgd.FgdScore`) for the nodes' scores. The target workload these policies weigh is
+core's score plugin (:class:`~kubegpu.scheduling.core.lookahead.LookaheadScore`,
+:class:`~kubegpu.scheduling.core.fgd.FgdScore`) for the nodes' scores. The target workload these policies weigh is
 built from every pod the cache counts (plus the pod being placed) and refreshed every ``REFRESH`` decisions. Units
 as in the core: CPU milli, memory MiB (rounded up), whole GPUs as 1000 GPU-milli each. Must not filter, choose
 GPUs or do I/O.
@@ -16,16 +16,16 @@ import math
 
 import numpy as np
 
-from kubegpu.scheduling import fgd, lookahead
-from kubegpu.scheduling.cluster import ClusterState
-from kubegpu.scheduling.errors import SchedulingError
-from kubegpu.scheduling.fragmentation import CompiledWorkload
-from kubegpu.scheduling.framework import ScorePlugin
+from kubegpu.scheduling.core import fgd, lookahead
+from kubegpu.scheduling.core.cluster import ClusterState
+from kubegpu.scheduling.core.errors import SchedulingError
+from kubegpu.scheduling.core.fragmentation import CompiledWorkload
+from kubegpu.scheduling.core.framework import ScorePlugin
+from kubegpu.scheduling.core.model import MILLI, NodeSpec, PodSpec
+from kubegpu.scheduling.core.workload import TargetWorkload
 from kubegpu.scheduling.live import resources
 from kubegpu.scheduling.live.cache import IntArray, SchedulerCache
 from kubegpu.scheduling.live.objects import GPU_PRODUCT_LABEL, PodInfo
-from kubegpu.scheduling.model import MILLI, NodeSpec, PodSpec
-from kubegpu.scheduling.workload import TargetWorkload
 
 MIB = 1024 * 1024
 #: Decisions between rebuilds of the policy's workload model.
@@ -107,7 +107,7 @@ class CorePolicyScore:
         try:
             if self.name == "FGD":
                 return fgd.FgdScore(CompiledWorkload(TargetWorkload.from_pods(pods), state.models))
-            return lookahead.LookaheadScore(lookahead.LookaheadModel.from_pods(pods, state.models))
+            return lookahead.LookaheadScore(lookahead.LookaheadModel.from_pods(pods, state.models, nodes=state.nodes))
         except SchedulingError:
             return None  # no GPU pod seen yet: nothing to weigh
 

@@ -7,7 +7,7 @@ tie-break between equal best nodes) and :class:`FitError`, whose message is
 kube-scheduler's "0/N nodes are available: ..." summary with reasons counted
 and sorted as it sorts them. Whole GPUs inside the chosen node: on a node
 that publishes its GPUs (``kubegpu.io/gpus``) those
-:func:`kubegpu.scheduling.exactgpus.choose` picks (a node where it finds too
+:func:`kubegpu.scheduling.core.exactgpus.choose` picks (a node where it finds too
 few healthy free ones does not fit: :data:`NO_GPU_SET`), elsewhere the lowest
 free indices. Must not change the cache (the caller assumes the placement)
 and does no I/O.

@@ -3,7 +3,7 @@
 Owns :class:`GangPlan` and :func:`plan_gang`: try every pending member of a
 group through the normal scheduling cycle on the cache, assuming each
 placement so the next member sees it, largest request first (the hardest to
-fit go while there is most room, as the core's :mod:`kubegpu.scheduling.gang`
+fit go while there is most room, as the core's :mod:`kubegpu.scheduling.core.gang`
 does); if fewer than ``minMember`` found a node, every assumption is undone
 and the cache is exactly as before. Also owns :class:`GangTimers`, which says
 when a group that keeps failing has waited ``scheduleTimeoutSeconds`` and

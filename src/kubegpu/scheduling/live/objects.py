@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubegpu.scheduling import exactgpus
+from kubegpu.scheduling.core import exactgpus
 from kubegpu.scheduling.live import resources
 from kubegpu.scheduling.live.resources import Resources
 

@@ -18,7 +18,7 @@ from decimal import Decimal
 
 from lightkube.utils.quantity import parse_quantity
 
-from kubegpu.scheduling.errors import SchedulingError
+from kubegpu.scheduling.core.errors import SchedulingError
 
 CPU = "cpu"
 MEMORY = "memory"

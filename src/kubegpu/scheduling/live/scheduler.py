@@ -242,8 +242,11 @@ class LiveScheduler:
             await asyncio.sleep(0)
 
     async def _wait(self, seconds: float) -> None:
+        # asyncio.timeout, not wait_for: on 3.11 wait_for returns the result when the wake and a cancel arrive
+        # together, losing the cancel (SIGTERM then never stops the loop).
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.wake.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self.wake.wait()
         self.wake.clear()
 
     def _spawn(self, coro: Any) -> None:

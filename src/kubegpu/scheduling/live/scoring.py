@@ -4,7 +4,7 @@ Owns :class:`NodeResourcesFit` (strategy, per-resource weights, shape) as
 kube-scheduler scores it: CPU and memory from the non-zero requests (100m /
 200 MiB for containers without a request), extended resources from their
 requests and only when the pod asks for them, the integer arithmetic of the
-core's :func:`kubegpu.scheduling.noderesources.combine`. Must not filter and
+core's :func:`kubegpu.scheduling.core.noderesources.combine`. Must not filter and
 does no I/O. Owns :class:`GpuTopology` too: the interconnect of the GPUs a
 pod would get on a node that publishes its GPUs (``kubegpu.io/gpus``).
 """
@@ -17,11 +17,11 @@ from typing import Protocol
 
 import numpy as np
 
-from kubegpu.scheduling import noderesources
+from kubegpu.scheduling.core import noderesources
+from kubegpu.scheduling.core.noderesources import ShapePoint
 from kubegpu.scheduling.live import resources
 from kubegpu.scheduling.live.cache import IntArray, SchedulerCache
 from kubegpu.scheduling.live.objects import PodInfo
-from kubegpu.scheduling.noderesources import ShapePoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ class NodeResourcesFit:
 class GpuTopology:
     """Score plugin ``GPUTopology``: how well connected the GPUs are that a pod asking 2+ GPUs gets, 0-100.
 
-    On a node that publishes its GPUs, :attr:`kubegpu.scheduling.exactgpus.Choice.interconnect` of the set
+    On a node that publishes its GPUs, :attr:`kubegpu.scheduling.core.exactgpus.Choice.interconnect` of the set
     the scheduler would choose there; a node without a description, and every node for a pod asking fewer
     than 2 GPUs, scores 0 (nothing known to prefer).
     """

@@ -1,0 +1,278 @@
+"""Why a policy leaves GPUs unallocated at 100 % load: failed pods, idle GPUs, placements that broke whole nodes.
+
+For one trace (a shared pod list or a generated variant, see
+``bench/trace_variants.py``), each policy and seed, prints:
+
+* the pods that failed while the arrived load was at most 100 % of capacity,
+  by class (fractional, 1/2/4/8 GPUs; ``+spec`` when model-constrained), as
+  GPUs asked, and at which load the first of them failed;
+* what is idle at 100 % load: free share on partly used GPUs; fully free GPUs
+  on nodes whose free CPU or memory cannot take the smallest GPU pod of the
+  workload; fully free GPUs that none of the pods failed so far could use
+  (wrong model, too few GPUs together, too little CPU); the rest;
+* every placement that took part of an *empty* node with 8 GPUs for a pod
+  asking fewer, by pod class and node model, and for ``lookahead`` policies
+  how the score terms ranked it: the mean drop of fragmentation F, of
+  CPU-stranded GPU S, the gap-table gain and the scarcity penalty on the
+  chosen node against the best-scored node that was already in use.
+
+    python bench/lookahead_why.py --trace multigpu30 --draw 100 --seeds 1
+    python bench/lookahead_why.py --trace cpu050 --policies fgd,lookahead,lookahead-old --seeds 1-3
+
+``lookahead-old`` is ``lookahead`` before issue 14 (shapes weighted by pod
+count, no scarcity term).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from trace_variants import TRACE_DIR, VARIANTS, build
+
+from kubegpu.scheduling.core.cluster import ClusterState, IntArray
+from kubegpu.scheduling.core.framework import MAX_NODE_SCORE
+from kubegpu.scheduling.core.lookahead import LookaheadScore
+from kubegpu.scheduling.core.model import MILLI, NodeSpec, PodSpec
+from kubegpu.scheduling.core.policies import PolicyOptions
+from kubegpu.scheduling.simulate.simulator import simulate
+from kubegpu.scheduling.simulate.trace import read_nodes
+
+OLD = PolicyOptions(demand_weighted=False, scarcity=False)
+TERMS = ("F drop", "S drop", "gap gain", "scarcity")
+
+
+def _class(pod: PodSpec) -> str:
+    kind = "cpu" if not pod.num_gpu else "frac" if pod.is_fractional else f"{pod.num_gpu}g"
+    return kind + ("+spec" if pod.gpu_models else "")
+
+
+class _Terms:
+    """Wraps a lookahead scorer: when the best score lands on an empty 8-GPU node, records the terms there and on
+    the best-scored node already in use (``last``)."""
+
+    def __init__(self, scorer: LookaheadScore) -> None:
+        self.scorer = scorer
+        self.last: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+        scorer.cache_key = lambda pod: None  # type: ignore[method-assign]  # every node scored afresh
+        inner = scorer.score
+
+        def score(state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
+            out = inner(state, pod, nodes)
+            self.last = None
+            if pod.num_gpu == 8 or not len(nodes):
+                return out
+            empty = (state.gpu_count[nodes] == 8) & (state.gpu_free[nodes] == MILLI).all(axis=1)
+            empty &= state.cpu_free[nodes] == state.cpu_capacity[nodes]
+            top = out.max()
+            if not (empty & (out == top)).any() or empty.all():
+                return out
+            chosen = int(nodes[np.flatnonzero(empty & (out == top))[0]])
+            used = np.flatnonzero(~empty)
+            other = int(nodes[used[np.argmax(out[used])]])
+            self.last = (
+                (*self.terms(state, pod, chosen), float(top)),
+                (*self.terms(state, pod, other), float(out[used].max())),
+            )
+            return out
+
+        scorer.score = score  # type: ignore[method-assign]
+
+    def terms(self, state: ClusterState, pod: PodSpec, node: int) -> tuple[float, float, float, float]:
+        model = self.scorer.model
+        cw = model.workload
+        nodes = np.array([node])
+        scarce = float(model.scarce(state, pod, nodes)[0])
+        free = state.gpu_free[node]
+        cpu = state.cpu_free[nodes]
+        total = np.array([int(free.sum())])
+        s_before = float(model.stranded(cpu, total)[0])
+        s_after = float(model.stranded(cpu - pod.cpu_milli, total - pod.total_gpu_milli)[0])
+        gap = 0.0
+        if pod.is_fractional:
+            options = np.unique(free[free >= pod.gpu_milli])
+            gains = model.gap_gain(options, pod.gpu_milli)
+            f_drop = -1e18
+            for g, gain in zip(options, gains, strict=True):
+                after = _frag_after(state, cw, node, pod, int(g))
+                if _frag(state, cw, node) - after + gain > f_drop + gap:
+                    f_drop, gap = _frag(state, cw, node) - after, float(gain)
+        else:
+            f_drop = _frag(state, cw, node) - _frag_after(state, cw, node, pod, MILLI)
+        return f_drop, s_before - s_after, gap, scarce
+
+
+def _frag(state: ClusterState, cw: object, node: int) -> float:
+    from kubegpu.scheduling.core.fragmentation import CompiledWorkload, node_fragmentation
+
+    assert isinstance(cw, CompiledWorkload)
+    return float(node_fragmentation(cw, state.cpu_free[[node]], state.gpu_free[[node]], state.model_id[[node]])[0])
+
+
+def _frag_after(state: ClusterState, cw: object, node: int, pod: PodSpec, share: int) -> float:
+    from kubegpu.scheduling.core.fragmentation import CompiledWorkload, node_fragmentation
+
+    assert isinstance(cw, CompiledWorkload)
+    gpu = state.gpu_free[[node]].copy()
+    if pod.is_fractional:
+        gpu[0, int(np.flatnonzero(gpu[0] == share)[0])] -= pod.gpu_milli
+    else:
+        taken = np.flatnonzero(gpu[0] == MILLI)[: pod.num_gpu]
+        gpu[0, taken] = 0
+    return float(node_fragmentation(cw, state.cpu_free[[node]] - pod.cpu_milli, gpu, state.model_id[[node]])[0])
+
+
+def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, seed: int) -> dict[str, object]:
+    options = OLD if policy == "lookahead-old" else None
+    name = "lookahead" if policy.startswith("lookahead") else policy
+    capacity = MILLI * sum(n.gpus for n in nodes)
+    gpu_pods = [p for p in pods if p.num_gpu]
+    min_cpu = min(p.cpu_milli for p in gpu_pods)
+    min_mem = min(p.memory_mib for p in gpu_pods)
+    failed: collections.Counter[str] = collections.Counter()
+    failed_pods: list[PodSpec] = []
+    first_fail: dict[str, float] = {}
+    breaks: collections.Counter[tuple[str, str]] = collections.Counter()
+    ranked: list[tuple[tuple[float, ...], tuple[float, ...]]] = []
+    idle: dict[str, float] = {}
+    seen = {"gpu": None, "cpu": None, "arrived": 0}
+    recorder: list[_Terms] = []
+
+    def observe(i: int, pod: PodSpec, state: ClusterState) -> None:
+        seen["arrived"] = int(seen["arrived"]) + pod.total_gpu_milli  # type: ignore[call-overload]
+        load = 100 * int(seen["arrived"]) / capacity  # type: ignore[call-overload]
+        before_gpu, before_cpu = seen["gpu"], seen["cpu"]
+        placed = before_gpu is not None and (
+            (state.gpu_free != before_gpu).any() or (state.cpu_free != before_cpu).any()  # type: ignore[operator]
+        )
+        if before_gpu is not None and not placed and pod.num_gpu and load <= 100:
+            failed[_class(pod)] += pod.total_gpu_milli / MILLI
+            failed_pods.append(pod)
+            first_fail.setdefault(_class(pod), round(load, 1))
+        if placed and pod.num_gpu != 8:
+            g0 = before_gpu
+            changed = np.flatnonzero((state.gpu_free != g0).any(axis=1) | (state.cpu_free != before_cpu))
+            for n in changed:
+                if state.gpu_count[n] == 8 and (g0[n] == MILLI).all() and before_cpu[n] == state.cpu_capacity[n]:  # type: ignore[index]
+                    breaks[(_class(pod), state.nodes[n].model)] += 1
+                    if recorder and recorder[0].last:
+                        ranked.append(recorder[0].last)
+        if load >= 100 and not idle:
+            free = state.gpu_free[:, : state.max_gpus]
+            partly = float(free[(free > 0) & (free < MILLI)].sum())
+            whole = free == MILLI
+            starved = (state.cpu_free < min_cpu) | (state.memory_free < min_mem)
+            no_cpu = float(MILLI * whole[starved].sum())
+            unusable = 0.0
+            for n in np.flatnonzero(~starved & whole.any(axis=1)):
+                if not any(_could_use(state, int(n), p) for p in failed_pods[-200:]):
+                    unusable += MILLI * whole[n].sum()
+            rest = float(MILLI * whole.sum()) - no_cpu - unusable
+            idle.update(
+                {
+                    "partly used GPUs": partly,
+                    "whole GPUs, node lacks CPU/memory": no_cpu,
+                    "whole GPUs no failed pod could use": unusable,
+                    "whole GPUs, other": rest,
+                }
+            )
+        seen["gpu"], seen["cpu"] = state.gpu_free.copy(), state.cpu_free.copy()
+
+    import kubegpu.scheduling.core.lookahead as la
+
+    original = la.LookaheadScore.__init__
+
+    def hooked(self: LookaheadScore, model: la.LookaheadModel) -> None:
+        original(self, model)
+        recorder.append(_Terms(self))
+
+    la.LookaheadScore.__init__ = hooked  # type: ignore[method-assign]
+    try:
+        result = simulate(nodes, pods, name, seed, options=options, observer=observe)
+    finally:
+        la.LookaheadScore.__init__ = original  # type: ignore[method-assign]
+    return {
+        "u100": result.unallocated_at(100),
+        "failed": dict(failed),
+        "first": first_fail,
+        "idle": {k: 100 * v / capacity for k, v in idle.items()},
+        "breaks": breaks,
+        "ranked": ranked,
+    }
+
+
+def _could_use(state: ClusterState, node: int, pod: PodSpec) -> bool:
+    return bool(
+        state.model_mask(pod.gpu_models)[node]
+        and (state.gpu_free[node] >= pod.gpu_milli).sum() >= pod.num_gpu
+        and state.cpu_free[node] >= pod.cpu_milli
+        and state.memory_free[node] >= pod.memory_mib
+    )
+
+
+def _seeds(text: str) -> list[int]:
+    first, _, last = text.partition("-")
+    return list(range(int(first), int(last or first) + 1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--trace", default="multigpu30", help="a shared pod list name or a variant (multigpu30, gpuspec34)"
+    )
+    parser.add_argument("--draw", type=int, default=100, help="variant draw (evaluation uses 0-2; 100+ for exploring)")
+    parser.add_argument("--policies", default="fgd,lookahead-old,lookahead")
+    parser.add_argument("--seeds", type=_seeds, default=_seeds("1"))
+    args = parser.parse_args()
+    if not TRACE_DIR.is_dir():
+        print(f"trace directory not found: {TRACE_DIR}", file=sys.stderr)
+        return 1
+    nodes = read_nodes(TRACE_DIR / "openb_node_list_gpu_node.csv")
+    pods = build(f"{args.trace}@{args.draw}" if args.trace in VARIANTS else args.trace)
+    for policy in [p for p in args.policies.split(",") if p]:
+        runs = [analyse(nodes, pods, policy, seed) for seed in args.seeds]
+        print(f"== {args.trace} (draw {args.draw}) {policy}, seeds {args.seeds[0]}-{args.seeds[-1]}")
+        print(f"  unallocated at 100 %: median {statistics.median(r['u100'] for r in runs):.2f} %")  # type: ignore[misc]
+        failed: collections.Counter[str] = collections.Counter()
+        for r in runs:
+            failed.update(r["failed"])  # type: ignore[arg-type]
+        print("  GPUs asked by pods failed by 100 % load (mean per run; first failure at load %):")
+        for cls, gpus in failed.most_common():
+            firsts = [r["first"].get(cls) for r in runs if cls in r["first"]]  # type: ignore[attr-defined]
+            print(f"    {cls:<9} {gpus / len(runs):7.1f}   first at {min(firsts):5.1f} %")
+        print("  idle at 100 % load (% of cluster GPU, mean):")
+        for key in runs[0]["idle"]:  # type: ignore[attr-defined]
+            print(f"    {key:<38} {statistics.mean(r['idle'][key] for r in runs):5.2f}")  # type: ignore[index]
+        breaks: collections.Counter[tuple[str, str]] = collections.Counter()
+        for r in runs:
+            breaks.update(r["breaks"])  # type: ignore[arg-type]
+        top = ", ".join(f"{c} on {m}: {n / len(runs):.0f}" for (c, m), n in breaks.most_common(6))
+        print(
+            f"  empty 8-GPU nodes broken by smaller pods (mean per run): {sum(breaks.values()) / len(runs):.0f} ({top})"
+        )
+        ranked = [pair for r in runs for pair in r["ranked"]]  # type: ignore[attr-defined]
+        if ranked:
+            print(
+                f"  score terms of those placements (mean milli; chosen empty node vs best used node), n={len(ranked)}:"
+            )
+            for t, term in enumerate(TERMS):
+                chosen = statistics.mean(c[t] for c, _ in ranked)
+                other = statistics.mean(o[t] for _, o in ranked)
+                print(f"    {term:<10} {chosen:9.1f} {other:9.1f}")
+            print(
+                f"    score      {statistics.mean(c[4] for c, _ in ranked):9.1f} "
+                f"{statistics.mean(o[4] for _, o in ranked):9.1f}  (of {MAX_NODE_SCORE})"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""Which nodes the workload's pods that can run only on some of them will need more of than is free.
+
+Owns :class:`Scarcity`, built from the target workload's pod list and the
+cluster's nodes, and :meth:`Scarcity.penalty`, the GPU-milli a placement takes
+away from pods that can run nowhere else. Must not filter, score or choose
+nodes; pure arithmetic on the cluster's free GPU-milli.
+
+Nodes of one *kind* (same GPU model, GPU count, CPU and memory capacity) are
+alike to every pod. A GPU pod's *home* is the set of kinds that could hold it
+on an empty node: its GPU model constraint, its GPU count, its CPU and its
+memory decide (a ``T4`` pod's home is the T4 kinds; an 8-GPU pod asking 120
+cores is at home only on the 128-core 8-GPU kind). For every home H narrower
+than all GPU kinds, ``s_H`` is the share of the workload's GPU request made by
+pods whose home lies inside H. If the rest of the workload arrives in the
+same mix until the cluster is full, those pods will ask for ``s_H · free_all``
+more GPU-milli against ``free_H`` free on H's nodes; the pressure
+``min(1, s_H · free_all / free_H)`` is the chance that a milli of H taken now
+by a pod that could have gone elsewhere is one those pods will miss. A pod
+whose home is not inside H (CPU-only pods included) pays, on a node of H,
+what it takes of H — its GPU-milli plus its CPU counted as the GPU-milli it
+would feed for H's pods — times the highest such pressure; pods at home pay
+nothing there. Without such pods
+(every GPU pod at home everywhere) every penalty is zero. The pressure moves
+in steps of 1/32 (``PRESSURE_STEPS``) so that a scorer can cache node scores
+per pressure and stay exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kubegpu.scheduling.core.cluster import ClusterState
+from kubegpu.scheduling.core.fragmentation import FloatArray, IntArray
+from kubegpu.scheduling.core.model import NodeSpec, PodSpec
+
+PRESSURE_STEPS = 32
+
+#: A node kind: (GPU model, GPUs, CPU milli, memory MiB).
+Kind = tuple[str, int, int, int]
+
+
+def _home(kinds: Sequence[Kind], pod: PodSpec) -> frozenset[int]:
+    """Indices of the kinds whose empty node could hold the pod."""
+    return frozenset(
+        k
+        for k, (model, gpus, cpu, memory) in enumerate(kinds)
+        if gpus >= pod.num_gpu
+        and (not pod.gpu_models or model in pod.gpu_models)
+        and cpu >= pod.cpu_milli
+        and memory >= pod.memory_mib
+    )
+
+
+@dataclass(frozen=True)
+class Scarcity:
+    """Node kinds, the narrow homes of the workload's GPU pods, and each home's share of the GPU request."""
+
+    kinds: tuple[Kind, ...]
+    kind_of_node: IntArray
+    homes: tuple[frozenset[int], ...]
+    member: FloatArray  # member[j, k] = 1 when kind k is in home j
+    share: FloatArray  # share[j] = GPU request of pods whose home lies inside home j / all GPU request
+    cpu_per_milli: FloatArray  # cpu_per_milli[j] = CPU those pods ask per GPU-milli they ask
+    need: IntArray  # need[j] = (GPUs, milli per GPU, CPU, memory): the least any of those pods asks of a node
+    _pod_homes: dict[tuple[int, int, int, frozenset[str]], frozenset[int]] = field(default_factory=dict, compare=False)
+    _usable: dict[int, tuple[ClusterState, FloatArray, IntArray]] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_pods(cls, pods: Sequence[PodSpec], nodes: Sequence[NodeSpec]) -> Scarcity:
+        kinds = sorted({(n.model, n.gpus, n.cpu_milli, n.memory_mib) for n in nodes if n.gpus})
+        index = {kind: k for k, kind in enumerate(kinds)}
+        kind_of_node = np.array(
+            [index.get((n.model, n.gpus, n.cpu_milli, n.memory_mib), -1) for n in nodes], dtype=np.int64
+        )
+        everywhere = frozenset(range(len(kinds)))
+        demand = sum(p.total_gpu_milli for p in pods)
+        # Pods no node could ever hold ask nothing of any home.
+        at_home = [(h, p) for p in pods if p.num_gpu for h in (_home(kinds, p),) if h]
+        homes = sorted({h for h, _ in at_home if h != everywhere}, key=sorted)
+        share = np.zeros(len(homes))
+        cpu_per_milli = np.zeros(len(homes))
+        need = np.zeros((len(homes), 4), dtype=np.int64)
+        for j, home in enumerate(homes):
+            inside = [p for h, p in at_home if h <= home]
+            milli = sum(p.total_gpu_milli for p in inside)
+            share[j] = milli / demand
+            cpu_per_milli[j] = sum(p.cpu_milli for p in inside) / milli
+            need[j] = [min(getattr(p, a) for p in inside) for a in ("num_gpu", "gpu_milli", "cpu_milli", "memory_mib")]
+        member = np.array([[k in h for k in range(len(kinds))] for h in homes], dtype=np.float64)
+        member = member.reshape(len(homes), len(kinds))
+        return cls(tuple(kinds), kind_of_node, tuple(homes), member, share, cpu_per_milli, need)
+
+    def home_of(self, pod: PodSpec) -> frozenset[int]:
+        """The kinds whose empty node could hold the pod (kept per request)."""
+        key = (pod.cpu_milli, pod.memory_mib, pod.num_gpu, pod.gpu_models)
+        home = self._pod_homes.get(key)
+        if home is None:
+            home = self._pod_homes[key] = _home(self.kinds, pod)
+        return home
+
+    def _usable_rows(self, kind: IntArray, gpu: IntArray, cpu: IntArray, memory: IntArray) -> FloatArray:
+        """(nodes, homes): a node's free GPU-milli for each home it belongs to and can still take the least of."""
+        inside = np.where(kind[:, None] >= 0, self.member.T[np.maximum(kind, 0)], 0.0)
+        enough = (gpu[:, :, None] >= self.need[:, 1][None, None, :]).sum(axis=1) >= self.need[:, 0][None, :]
+        enough &= cpu[:, None] >= self.need[:, 2][None, :]
+        enough &= memory[:, None] >= self.need[:, 3][None, :]
+        out: FloatArray = inside * enough * gpu.sum(axis=1)[:, None]
+        return out
+
+    def usable_by_node(self, state: ClusterState) -> FloatArray:
+        """(nodes, homes) usable free GPU-milli, kept current with the cluster (only changed nodes recomputed)."""
+        cached = self._usable.get(0)
+        if cached is None or cached[0] is not state:
+            cached = (state, np.zeros((state.size, len(self.homes))), np.full(state.size, -1, dtype=np.int64))
+            self._usable[0] = cached
+        _, per_node, versions = cached
+        stale = np.flatnonzero(versions != state.version)
+        if len(stale):
+            per_node[stale] = self._usable_rows(
+                self.kind_of_node[stale], state.gpu_free[stale], state.cpu_free[stale], state.memory_free[stale]
+            )
+            versions[stale] = state.version[stale]
+        return per_node
+
+    def usable(self, state: ClusterState) -> FloatArray:
+        """Per narrow home: free GPU-milli on its nodes that can still take the least of what its pods ask."""
+        out: FloatArray = self.usable_by_node(state).sum(axis=0)
+        return out
+
+    def pressure(self, state: ClusterState) -> FloatArray:
+        """Per narrow home: min(1, its pods' share of the free capacity to come / the home's free milli)."""
+        if not self.homes:
+            return np.zeros(0)
+        free_home = self.usable(state)
+        wanted = self.share * float(state.total_gpu_milli - state.allocated_gpu_milli)
+        raw = np.where(free_home > 0, np.minimum(1.0, wanted / np.maximum(free_home, 1.0)), 0.0)
+        out: FloatArray = np.round(raw * PRESSURE_STEPS) / PRESSURE_STEPS
+        return out
+
+    def penalty(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
+        """Pressure-weighted GPU-milli the pod would take on each node from homes it could leave to their pods.
+
+        What it takes of a home is its GPU-milli plus its CPU counted as the
+        GPU-milli that CPU would feed for the home's pods: a CPU-only pod on
+        the only kind of node a 120-core 8-GPU pod fits takes from it too.
+        """
+        if not self.homes or not len(nodes):
+            return np.zeros(len(nodes))
+        home = self.home_of(pod) if pod.num_gpu else frozenset(range(len(self.kinds)))
+        elsewhere = np.array([not home <= h for h in self.homes], dtype=np.float64)
+        weight = self.pressure(state) * elsewhere
+        if not weight.any():
+            return np.zeros(len(nodes))
+        taken = pod.total_gpu_milli + pod.cpu_milli / np.maximum(self.cpu_per_milli, 1e-9)
+        per_kind = (self.member * (weight * taken)[:, None]).max(axis=0)
+        kind = self.kind_of_node[nodes]
+        out: FloatArray = np.where(kind >= 0, per_kind[np.maximum(kind, 0)], 0.0)
+        return out
