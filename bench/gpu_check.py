@@ -3,22 +3,27 @@
 For a machine with an NVIDIA GPU (run it when one is lent; nothing in CI depends on it). It prints the
 inventory NVML gives, starts the kubelet emulator and the device plugin (no ``--machine``: NVML) as real
 processes in a temp dir (``kubegpu.demo.localnode.LocalNode``), admits a 1-GPU pod and prints its runtime
-options, samples telemetry, and prints figures as plain lines: start -> registered time, Allocate p50/p99
-(direct gRPC to the plugin socket), plugin RSS. Needs no network and finishes well inside 5 minutes.
+options, samples telemetry, and prints figures as plain lines: start -> registered time, Allocate
+p50/p99/max of 1 and 8 GPUs and GetPreferredAllocation (direct gRPC to the plugin socket), plugin RSS and
+threads, SIGTERM -> exit with the socket removed. The package's bytecode is compiled first, as installing
+the wheel does. ``--json`` prints every figure as one JSON object, last (the fields of bench/node.py).
+Needs no network and finishes well inside 5 minutes.
 
 ``--fake-profile NAME`` runs the same check on the fake libnvidia-ml.so.1 of the test tree (built with the
 system C compiler) showing a shipped profile, and adds the XID -> Unhealthy latency (the fake can inject XIDs).
 Without a GPU and without ``--fake-profile`` it exits 1 with one line saying why.
 
-    python bench/gpu_check.py [--fake-profile dgx-a100] [--allocations 300]
+    python bench/gpu_check.py [--fake-profile dgx-a100] [--allocations 1000] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -32,10 +37,17 @@ from kubegpu.demo.localnode import LocalNode
 
 REPO = Path(__file__).resolve().parents[1]
 DEADLINE_S = 60.0
+#: Every figure printed, for ``--json``.
+FIGURES: dict[str, object] = {}
 
 
 def line(what: str, value: object) -> None:
     print(f"gpu_check {what} {value}", flush=True)
+    key = what.replace(" ", "_")
+    try:
+        FIGURES[key] = float(str(value))
+    except ValueError:
+        FIGURES[key] = value
 
 
 def rss_mib(pid: int) -> float:
@@ -82,22 +94,54 @@ class Watcher:
                 self._cond.wait(left)
 
 
-def allocate_latencies(socket: Path, device_ids: list[str], count: int) -> list[float]:
+def rpc_latencies(socket: Path, device_ids: list[str], count: int) -> dict[str, list[float]]:
+    """Allocate of 1 GPU (cycling through them) and of 8, and GetPreferredAllocation 4 of 8 (ms each call)."""
     import grpc
 
     from kubegpu.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 
+    def allocate(ids: list[str]) -> Any:
+        return api_pb2.AllocateRequest(container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=ids)])
+
+    eight = device_ids[:8]
+    preferred = api_pb2.PreferredAllocationRequest(
+        container_requests=[
+            api_pb2.ContainerPreferredAllocationRequest(available_deviceIDs=eight, allocation_size=len(eight) // 2)
+        ]
+    )
+    out: dict[str, list[float]] = {"allocate": [], f"allocate_{len(eight)}": [], "preferred": []}
     with grpc.insecure_channel(f"unix://{socket}") as channel:
         stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
-        out = []
-        for i in range(count):
-            request = api_pb2.AllocateRequest(
-                container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=[device_ids[i % len(device_ids)]])]
-            )
-            started = time.perf_counter()
-            stub.Allocate(request, timeout=10)
-            out.append((time.perf_counter() - started) * 1000)
+        for _ in range(50):  # warm the channel and the server up
+            stub.Allocate(allocate(device_ids[:1]), timeout=10)
+        calls: list[tuple[str, Any, Any]] = [
+            ("allocate", stub.Allocate, None),
+            (f"allocate_{len(eight)}", stub.Allocate, allocate(eight)),
+            ("preferred", stub.GetPreferredAllocation, preferred),
+        ]
+        for key, rpc, request in calls:
+            for i in range(count):
+                body = request if request is not None else allocate([device_ids[i % len(device_ids)]])
+                started = time.perf_counter()
+                rpc(body, timeout=10)
+                out[key].append((time.perf_counter() - started) * 1000)
     return out
+
+
+def sigterm_to_exit(node: LocalNode) -> float:
+    """SIGTERM -> the plugin exited 0 with its socket removed (ms)."""
+    proc = node.procs["plugin"]
+    killer = threading.Timer(DEADLINE_S, proc.kill)  # Popen.wait(timeout) polls in steps of up to 50 ms: block instead
+    killer.start()
+    sent = time.perf_counter()
+    proc.send_signal(signal.SIGTERM)
+    proc.wait()
+    elapsed = (time.perf_counter() - sent) * 1000
+    killer.cancel()
+    node.procs.pop("plugin")
+    if proc.returncode != 0 or (node.socket_dir / "nvidia-gpu.sock").exists():
+        raise SystemExit(f"gpu_check: the plugin exited {proc.returncode} on SIGTERM, socket left or not")
+    return elapsed
 
 
 def fake_setup(profile: str, work: Path) -> tuple[dict[str, str], str]:
@@ -116,10 +160,14 @@ def fake_setup(profile: str, work: Path) -> tuple[dict[str, str], str]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench/gpu_check.py", description=__doc__.splitlines()[0])
     parser.add_argument("--fake-profile", metavar="NAME", help="use the fake libnvidia-ml.so.1 showing this profile")
-    parser.add_argument("--allocations", type=int, default=300, help="Allocate calls to time (default 300)")
+    parser.add_argument("--allocations", type=int, default=1000, help="calls of each RPC to time (default 1000)")
     parser.add_argument("--xids", type=int, default=5, help="XIDs injected for the latency figure (fake only)")
+    parser.add_argument("--json", action="store_true", help="print every figure as one JSON object, last")
     args = parser.parse_args(argv)
     started = time.monotonic()
+    import kubegpu
+
+    compileall.compile_dir(Path(kubegpu.__file__).parent, quiet=1)  # as installing the wheel does
 
     work = Path(tempfile.mkdtemp(prefix="kg-check-", dir="/tmp"))  # short: the node's sockets live in it
     node: LocalNode | None = None
@@ -160,7 +208,9 @@ def main(argv: list[str]) -> int:
         )
         line("start_to_registered_s", f"{registered['ts'] - t0:.3f}")
         line("start_to_devices_advertised_s", f"{advertised['ts'] - t0:.3f}")
+        line("start_to_registered_ms", f"{(advertised['ts'] - t0) * 1000:.0f}")
         line("plugin_rss_mib_registered", f"{rss_mib(plugin.pid):.1f}")
+        line("rss_mib", f"{rss_mib(plugin.pid):.1f}")
 
         pod = {
             "apiVersion": "v1",
@@ -172,13 +222,14 @@ def main(argv: list[str]) -> int:
         print("runtime options of the admitted 1-GPU pod:")
         print(json.dumps(admitted, indent=2, sort_keys=True))
 
-        latencies = allocate_latencies(
-            node.socket_dir / "nvidia-gpu.sock", [g.uuid for g in machine.gpus], args.allocations
-        )
-        line("allocate_calls", len(latencies))
-        line("allocate_p50_ms", f"{statistics.median(latencies):.2f}")
-        line("allocate_p99_ms", f"{percentile(latencies, 0.99):.2f}")
+        latencies = rpc_latencies(node.socket_dir / "nvidia-gpu.sock", [g.uuid for g in machine.gpus], args.allocations)
+        line("allocate_calls", len(latencies["allocate"]))
+        for key, values in latencies.items():
+            line(f"{key}_p50_ms", f"{statistics.median(values):.2f}")
+            line(f"{key}_p99_ms", f"{percentile(values, 0.99):.2f}")
+            line(f"{key}_max_ms", f"{max(values):.2f}")
         line("plugin_rss_mib_after_allocate", f"{rss_mib(plugin.pid):.1f}")
+        line("plugin_threads", len(os.listdir(f"/proc/{plugin.pid}/task")))
 
         sample_started = time.perf_counter()
         sample = backend.sample()
@@ -216,7 +267,10 @@ def main(argv: list[str]) -> int:
             line("xid79_to_unhealthy_ms", " ".join(f"{d:.1f}" for d in delays))
             line("xid79_to_unhealthy_max_ms", f"{max(delays):.1f}")
         backend.close()
+        line("sigterm_exit_ms", f"{sigterm_to_exit(node):.1f}")
         line("total_s", f"{time.monotonic() - started:.1f}")
+        if args.json:
+            print(json.dumps(FIGURES, sort_keys=True))
         return 0
     finally:
         if node is not None:

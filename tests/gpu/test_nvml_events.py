@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
+
+import pynvml
 
 from kubegpu.gpu.backend import HealthEvent, HealthEventKind
 from tests.fake_nvml import harness
 from tests.fake_nvml.harness import OpenMachine
+from tests.polling import eventually
 
 pytest_plugins = ["tests.fake_nvml.fixtures"]
 
@@ -155,3 +159,32 @@ async def test_close_stops_the_watcher_quickly(nvml_machine: OpenMachine) -> Non
     started = loop.time()
     await asyncio.to_thread(backend.close)
     assert loop.time() - started < DEADLINE_S
+
+
+def _nvml_shut_down() -> bool:
+    try:
+        pynvml.nvmlDeviceGetCount()
+    except pynvml.NVMLError_Uninitialized:
+        return True
+    return False
+
+
+async def test_close_at_exit_returns_during_the_wait_and_the_watcher_shuts_nvml_down_after_it(
+    nvml_machine: OpenMachine,
+) -> None:
+    _, backend = nvml_machine("dgx-a100", wait_ms=2000)
+    backend.discover()
+    backend.health_events()
+    (thread,) = [t for t in threading.enumerate() if t.name == "nvml-events"]
+    backend.close(wait=False)
+    assert thread.is_alive(), "close(wait=False) waited for the event wait to end"
+    assert not _nvml_shut_down(), "NVML shut down under a thread blocked in nvmlEventSetWait"
+    await eventually(lambda: not thread.is_alive(), within=DEADLINE_S, what="the watcher thread ended")
+    assert _nvml_shut_down()
+
+
+def test_close_of_a_backend_whose_watcher_never_started_shuts_nvml_down_at_once(nvml_machine: OpenMachine) -> None:
+    _, backend = nvml_machine("dgx-a100")
+    backend.discover()
+    backend.close(wait=False)
+    assert _nvml_shut_down()

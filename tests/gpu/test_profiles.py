@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kubegpu.gpu import errors, profiles
 from kubegpu.gpu.model import PcieLink
@@ -135,6 +136,21 @@ def test_an_unknown_profile_name_lists_the_shipped_ones() -> None:
 def test_a_malformed_topology_file_names_the_problem(data: dict[str, object], message: str) -> None:
     with pytest.raises(errors.ProfileError, match=message.replace("[", r"\[").replace("]", r"\]")):
         profiles.topology_from_dict(data, "topo.json")
+
+
+@pytest.mark.parametrize("name", profiles.available())
+def test_a_shipped_profile_reads_the_same_with_libyaml_and_pure_python_yaml(name: str) -> None:
+    text = (profiles.profiles_dir() / f"{name}.yaml").read_text()
+    assert yaml.load(text, Loader=profiles._SAFE_LOADER) == yaml.load(text, Loader=yaml.SafeLoader)
+
+
+def test_a_shipped_profile_is_parsed_once_and_a_profile_file_at_every_load(tmp_path: Path) -> None:
+    assert profiles.load("dgx-a100") is profiles.load("dgx-a100")
+    copy = tmp_path / "mine.yaml"
+    copy.write_text((profiles.profiles_dir() / "dgx-a100.yaml").read_text())
+    first = profiles.load(str(copy))
+    copy.write_text(copy.read_text().replace("dgx-a100", "mine"))
+    assert profiles.load(str(copy)).name != first.name
 
 
 @pytest.mark.parametrize("content", [b"\xff\xfe\x80binary", b"[" * 5000], ids=["binary", "deeply-nested"])

@@ -7,7 +7,9 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from kubegpu.gpu import faults, profiles
+import pytest
+
+from kubegpu.gpu import faults, profiles, simulated
 from kubegpu.gpu.backend import HealthEvent, HealthEventKind
 from kubegpu.gpu.simulated import SimulatedBackend
 
@@ -101,3 +103,34 @@ def test_telemetry_reflects_the_journal(tmp_path: Path) -> None:
     assert sample.gpus[0].xid_last == 0
     assert not sample.gpus[6].available
     assert [len(g.mig) for g in sample.gpus] == [0, 0, 7, 7, 4, 2, 0, 1]
+
+
+async def test_a_fault_wakes_the_reader_through_inotify_not_the_slow_poll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(simulated, "WATCHED_POLL_INTERVAL_S", 3600.0)  # only inotify can deliver within the test
+    monkeypatch.setattr(simulated, "POLL_INTERVAL_S", 3600.0)
+    journal = tmp_path / "j"
+    backend = SimulatedBackend("dgx-a100", fault_file=journal)
+    events = backend.health_events()
+    pending = asyncio.ensure_future(_next(events))
+    (tmp_path / "unrelated").write_text("x")  # another file of the directory is no fault
+    done, _ = await asyncio.wait({pending}, timeout=0.2)  # nothing to tell; the reader parks on its wait
+    assert not done
+    faults.append(journal, faults.Fault(kind="xid", gpu=1, xid=48))
+    assert (await pending).xid == 48
+    await events.aclose()  # type: ignore[attr-defined]
+
+
+async def test_a_journal_whose_directory_is_missing_is_polled_and_its_faults_still_arrive(tmp_path: Path) -> None:
+    journal = tmp_path / "later" / "j"
+    backend = SimulatedBackend("dgx-a100", fault_file=journal)
+    events = backend.health_events()
+    pending = asyncio.ensure_future(_next(events))
+    done, _ = await asyncio.wait({pending}, timeout=0.05)  # the reader has started, without a directory to watch
+    assert not done
+    journal.parent.mkdir()
+    faults.append(journal, faults.Fault(kind="xid", gpu=3, xid=79))
+    event = await pending
+    assert (event.kind, event.xid) == (HealthEventKind.XID, 79)
+    await events.aclose()  # type: ignore[attr-defined]

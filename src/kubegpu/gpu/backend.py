@@ -69,6 +69,10 @@ class GpuBackend(Protocol):
         """One telemetry sample of every GPU and MIG device. May block briefly: call it off the loop."""
         ...
 
-    def close(self) -> None:
-        """Release the backend (NVML shutdown, stop worker threads)."""
+    def close(self, wait: bool = True) -> None:
+        """Release the backend (NVML shutdown, stop worker threads).
+
+        ``wait=False`` when the process is about to exit: worker threads are not waited
+        for; what they hold is released when they end, or with the process.
+        """
         ...

@@ -29,6 +29,7 @@ otherwise; GPUs with the same ``board`` are same-board.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
@@ -204,6 +205,9 @@ class _Profile:
     nvswitch: _NvSwitch | None = field(default=None, metadata=_opt(model(_NvSwitch)))
 
 
+#: libyaml's safe loader when PyYAML was built with it (several times faster), else the pure-Python one.
+_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 #: Keys of the ``--topology`` JSON form.
 _TOPOLOGY_KEYS = {"gpus", "pcie", "nvlink", "numa", "nvswitch", "nvswitch_links"}
 
@@ -221,12 +225,22 @@ def available() -> list[str]:
 def load(name_or_path: str) -> Machine:
     """Load a shipped profile by name, or a profile YAML / canonical JSON file by path.
 
+    A shipped profile is parsed once per process (the package's files do not change
+    under it; a :class:`Machine` is immutable); a file is read anew at every call.
     Raises :class:`~kubegpu.gpu.errors.ProfileError` naming the file and key on bad input.
     """
-    path = Path(name_or_path)
     if name_or_path in available():
-        path = profiles_dir() / f"{name_or_path}.yaml"
-    elif not path.is_file():
+        return _load_shipped(name_or_path)
+    return _load_path(Path(name_or_path), name_or_path)
+
+
+@functools.cache
+def _load_shipped(name: str) -> Machine:
+    return _load_path(profiles_dir() / f"{name}.yaml", name)
+
+
+def _load_path(path: Path, name_or_path: str) -> Machine:
+    if not path.is_file():
         raise errors.ProfileError(
             f"unknown machine profile {name_or_path!r}: not a shipped profile ({', '.join(available())}) and not a file"
         )
@@ -237,7 +251,7 @@ def load(name_or_path: str) -> Machine:
     except OSError as exc:
         raise errors.ProfileError(f"{path}: cannot read: {exc.strerror}") from exc
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=_SAFE_LOADER)
     except (yaml.YAMLError, json.JSONDecodeError, RecursionError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise errors.ProfileError(f"{path}: not valid YAML/JSON: {first}") from None

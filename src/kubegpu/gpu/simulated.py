@@ -2,7 +2,8 @@
 
 Owns turning a profile into a running backend: discovery returns the profile's
 machine, health events come from the machine's fault journal
-(:mod:`kubegpu.gpu.faults`), telemetry is plausible and changes over time
+(:mod:`kubegpu.gpu.faults`; read when inotify says its directory changed, with a
+slow poll behind it, so an idle plugin's event loop stays idle), telemetry is plausible and changes over time
 (smooth per-GPU curves, deterministic for a given GPU and instant). Must not
 implement health policy and must not import anything outside :mod:`kubegpu.gpu`.
 """
@@ -10,19 +11,26 @@ implement health policy and must not import anything outside :mod:`kubegpu.gpu`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import math
 import time
 import zlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 from kubegpu.gpu import faults, profiles
 from kubegpu.gpu.backend import HealthEvent, HealthEventKind
 from kubegpu.gpu.model import Gpu, Machine
 from kubegpu.gpu.telemetry import GpuSample, MachineSample, MigSample
 
-#: How often the fault journal is checked for new lines (seconds).
+log = logging.getLogger(__name__)
+
+#: How often the fault journal is checked for new lines when inotify is unavailable (seconds).
 POLL_INTERVAL_S = 0.01
+#: How often it is checked anyway with inotify watching (events lost to a full queue, odd filesystems).
+WATCHED_POLL_INTERVAL_S = 1.0
 
 _KIND = {
     "xid": HealthEventKind.XID,
@@ -63,7 +71,7 @@ class SimulatedBackend:
     def discover(self) -> Machine:
         return self._machine
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         return None
 
     def _event(self, fault: faults.Fault) -> HealthEvent | None:
@@ -91,13 +99,39 @@ class SimulatedBackend:
             event = self._event(faults.Fault(kind="lost", gpu=index))
             if event is not None:
                 yield event
-        while True:
-            new, offset = faults.read_from(self.fault_file, offset)
-            for fault in new:
-                event = self._event(fault)
-                if event is not None:
-                    yield event
-            await asyncio.sleep(POLL_INTERVAL_S)
+        with contextlib.ExitStack() as stack:
+            inotify = self._watch_journal(stack)
+            while True:
+                new, offset = faults.read_from(self.fault_file, offset)
+                for fault in new:
+                    event = self._event(fault)
+                    if event is not None:
+                        yield event
+                if inotify is None:
+                    await asyncio.sleep(POLL_INTERVAL_S)
+                    continue
+                await self._journal_changed(inotify)
+
+    async def _journal_changed(self, inotify: Any) -> None:
+        """Return when the journal was written (or created, or replaced), or after the watched poll interval."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(WATCHED_POLL_INTERVAL_S):
+                while True:
+                    event = await inotify.get()
+                    if event.name is not None and str(event.name) == self.fault_file.name:
+                        return
+
+    def _watch_journal(self, stack: contextlib.ExitStack) -> Any:
+        """An inotify watch on the journal's directory (entered on ``stack``), or None to poll instead."""
+        try:
+            from asyncinotify import Inotify, Mask
+
+            inotify = stack.enter_context(Inotify())
+            inotify.add_watch(self.fault_file.parent, Mask.MODIFY | Mask.CREATE | Mask.MOVED_TO | Mask.CLOSE_WRITE)
+        except (ImportError, OSError) as exc:
+            log.debug("fault journal polled", extra={"journal": str(self.fault_file), "reason": str(exc)})
+            return None
+        return inotify
 
     def sample(self) -> MachineSample:
         now = self._clock()

@@ -14,6 +14,7 @@ Must not contain plugin logic.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import sys
@@ -82,6 +83,9 @@ def _run(cfg: Config, load: Callable[[], Config], env: Mapping[str, str]) -> int
             log.error("cannot serve metrics", extra={"listen": cfg.options.metrics_listen, "error": str(exc)})
             return 1
         log.info("serving metrics", extra={"listen": f"{host}:{endpoint.port}", "path": "/metrics"})
+    # What importing and configuring built (modules, protobuf descriptors, grpc) lives as long as the
+    # process: out of the collector's reach, a full collection no longer walks it in the middle of an RPC.
+    gc.freeze()
     try:
         return asyncio.run(Supervisor(cfg, reload=load, environ=env, metrics=metrics).run())
     finally:

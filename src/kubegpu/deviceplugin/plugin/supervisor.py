@@ -38,7 +38,7 @@ import os
 import signal
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from kubegpu.api import constants
 from kubegpu.deviceplugin.config.effective import Config
@@ -46,7 +46,7 @@ from kubegpu.deviceplugin.config.flags import recovery_classes
 from kubegpu.deviceplugin.config.v1 import ConfigError
 from kubegpu.deviceplugin.errors import DevicePluginError, KubeletUnavailable, MpsNotReady
 from kubegpu.deviceplugin.mps import control
-from kubegpu.deviceplugin.plugin import pods, publisher, registration, server
+from kubegpu.deviceplugin.plugin import registration, server
 from kubegpu.deviceplugin.plugin.host import HostError, HostView, imex_channels
 from kubegpu.deviceplugin.plugin.metrics import PluginMetrics
 from kubegpu.deviceplugin.plugin.monitor import HealthMonitor
@@ -57,6 +57,9 @@ from kubegpu.gpu import errors as gpu_errors
 from kubegpu.gpu.backend import GpuBackend
 from kubegpu.gpu.backends import open_backend
 from kubegpu.gpu.model import Machine
+
+if TYPE_CHECKING:
+    from kubegpu.deviceplugin.plugin import pods, publisher
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +303,8 @@ class Supervisor:
                     await node[0].stop()
                     await node[1].stop()
         finally:
-            backend.close()
+            # A stop ends the process: nothing to wait for (NVML's event wait ends with it).
+            backend.close(wait=self._pending != "stop")
 
     def _node_api(
         self, machine: Machine, served: tuple[Resource, ...], monitor: HealthMonitor
@@ -309,6 +313,10 @@ class Supervisor:
         node_name = self.config.options.node_name
         if not node_name:
             return None
+        # Imported only here: the API client (lightkube) costs start time and ~7 MiB that a plugin without
+        # --node-name need not pay.
+        from kubegpu.deviceplugin.plugin import pods, publisher
+
         try:
             node = publisher.connect(node_name, self.config.options.kubeconfig)
             node_pods = pods.connect(node_name, self.config.options.kubeconfig)

@@ -5,7 +5,7 @@ Owns the lifecycle that ties the pieces together: NVML is started on first use
 ``discover()``, so a restarted plugin sees MIG changes), the event watcher
 (:mod:`.events`) is started once — by the first ``health_events()`` or
 ``sample()``, since the last XID in telemetry comes from it — and ``close()``
-stops the watcher before shutting NVML down. Must not contain health policy.
+stops the watcher before shutting NVML down (at process exit, without waiting for it). Must not contain health policy.
 """
 
 from __future__ import annotations
@@ -135,12 +135,23 @@ class NvmlBackend:
         )
         return MachineSample(timestamp=now, gpus=gpus)
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Stop the event watcher and shut NVML down.
+
+        ``wait=False`` (the process is exiting) does not wait for the watcher's current
+        ``nvmlEventSetWait``: the watcher thread shuts NVML down itself once that wait
+        ends (NVML must not be shut down under a thread blocked in it), or the process
+        ends first and its NVML state with it. ``nvmlInit`` is counted, so a backend
+        opened meanwhile is not affected.
+        """
         with self._lock:
-            if self._watcher is not None:
-                self._watcher.stop()
-                self._watcher = None
-            if self._session is not None:
-                library.stop()
-                self._session = None
+            watcher, self._watcher = self._watcher, None
+            session, self._session = self._session, None
             self._inventory = None
+        if watcher is not None and session is not None and not wait:
+            watcher.release(library.stop)
+            return
+        if watcher is not None:
+            watcher.stop()
+        if session is not None:
+            library.stop()

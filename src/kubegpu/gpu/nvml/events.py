@@ -23,7 +23,7 @@ import asyncio
 import ctypes
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pynvml
@@ -62,6 +62,8 @@ class EventWatcher:
         self._last_xid: dict[str, int] = {}
         self._stop = threading.Event()
         self._armed = threading.Event()
+        self._finished = False  # the thread has freed its set and taken ``_then`` (under ``_lock``)
+        self._then: Callable[[], None] | None = None
         self._thread = threading.Thread(target=self._run, name="nvml-events", daemon=True)
 
     # --- the asyncio side -------------------------------------------------------------------
@@ -77,6 +79,21 @@ class EventWatcher:
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+
+    def release(self, then: Callable[[], None]) -> None:
+        """Ask the thread to end without waiting for it; ``then`` runs once its event set is freed.
+
+        The thread frees its set and calls ``then`` (the NVML shutdown) when its current
+        ``nvmlEventSetWait`` returns, at most ``wait_ms`` later; when the thread is not
+        running, ``then`` runs here, now. A process that exits before that loses nothing:
+        its NVML state ends with it. Exactly one of the two calls ``then``.
+        """
+        with self._lock:
+            if self._thread.ident is not None and not self._finished:
+                self._then = then
+                self._stop.set()
+                return
+        then()
 
     @property
     def running(self) -> bool:
@@ -263,3 +280,8 @@ class EventWatcher:
             if live is not None:
                 self._publish(live)
         self._free(event_set)
+        with self._lock:
+            self._finished = True
+            then, self._then = self._then, None
+        if then is not None:
+            then()
