@@ -233,6 +233,38 @@ def test_a_config_change_rolls_the_plugin_daemonset() -> None:
     assert one != checksum({"config": {"map": {"default": TIME_SLICING}}})
 
 
+@pytest.mark.parametrize(
+    ("values", "publish"),
+    [
+        ({}, True),
+        ({"devicePlugin": {"publishGpus": False}}, False),
+        ({"scheduler": {"enabled": False}}, False),
+    ],
+)
+def test_with_the_scheduler_the_plugin_publishes_its_gpus_with_just_the_rbac_it_needs(
+    values: dict[str, Any], publish: bool
+) -> None:
+    objects = helmrender.render(values)
+    ds = by_kind(objects, "DaemonSet")["kubegpu-device-plugin"]
+    pod = ds["spec"]["template"]["spec"]
+    (plugin,) = (c for c in pod["containers"] if c["name"] == "device-plugin")
+    env = {e["name"]: e for e in plugin["env"]}
+    roles = by_kind(objects, "ClusterRole")
+    if not publish:
+        assert "KUBEGPU_NODE_NAME" not in env and "kubegpu-device-plugin" not in roles
+        assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
+        return
+    assert env["KUBEGPU_NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert pod["serviceAccountName"] == "kubegpu-device-plugin" and "automountServiceAccountToken" not in pod
+    granted = roles["kubegpu-device-plugin"]["rules"]
+    rules = {(r, v) for rule in granted for r in rule["resources"] for v in rule["verbs"]}
+    assert rules == {("nodes", "patch"), ("pods", "list"), ("pods", "watch")}
+    binding = by_kind(objects, "ClusterRoleBinding")["kubegpu-device-plugin"]
+    account = {"kind": "ServiceAccount", "name": "kubegpu-device-plugin", "namespace": "kube-system"}
+    assert binding["subjects"] == [account]
+    assert "kubegpu-device-plugin" in by_kind(objects, "ServiceAccount")
+
+
 def test_named_configs_run_the_config_manager_beside_the_plugin_with_nvidias_env() -> None:
     objects = rendered("named-configs")
     ds = by_kind(objects, "DaemonSet")["kubegpu-device-plugin"]

@@ -13,6 +13,7 @@ in-process API server's kubeconfig.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import urllib.request
 import uuid
@@ -32,17 +33,32 @@ from tests.polling import wait_until
 pytest.importorskip("helm_sdkpy", reason="helm-sdkpy is installed by .ci/run (--ignore-requires-python)")
 
 
-def test_the_default_daemonsets_register_serve_and_label(host: Path, procs: list[subprocess.Popen[bytes]]) -> None:
+def test_the_default_daemonsets_register_serve_and_label(
+    host: Path, procs: list[subprocess.Popen[bytes]], kube: Any
+) -> None:
     objects = helmrender.render()
     simulated = {"KUBEGPU_MACHINE": MACHINE}
 
-    plugin = Pod(daemonset(objects, "device-plugin"), objects, host, NODE)
-    argv, env = plugin.command("device-plugin", simulated)
+    # With the scheduler on (the default) the plugin publishes its node's GPUs: KUBEGPU_NODE_NAME from the
+    # downward API, the API through its service account (here the in-process server's kubeconfig).
+    plugin_node = kube.name("gpu-node")
+    client = kube.client()
+    client.create(Node(metadata=ObjectMeta(name=plugin_node)))
+    plugin = Pod(daemonset(objects, "device-plugin"), objects, host, plugin_node)
+    argv, env = plugin.command("device-plugin", {**simulated, "KUBECONFIG": str(kube.kubeconfig)})
     assert Path(argv[0]).name == "nvidia-device-plugin"
+    assert env["KUBEGPU_NODE_NAME"] == plugin_node
     start(procs, argv, env, host / "plugin.log")
     wait_until(
         lambda: registered(host).get("nvidia.com/gpu", {}).get("allocatable") == 8, within=60, what="plugin registered"
     )
+
+    def published() -> str:
+        got = client.get(Node, plugin_node)
+        return ((got.metadata.annotations if got.metadata else None) or {}).get("kubegpu.io/gpus", "")
+
+    described = json.loads(wait_until(published, within=30, what="kubegpu.io/gpus on the plugin's Node"))
+    assert described["version"] == "v1" and len(described["gpus"]) == 8
 
     gfd = Pod(daemonset(objects, "gpu-feature-discovery"), objects, host, NODE)
     argv, env = gfd.command("gpu-feature-discovery", simulated)
@@ -96,7 +112,7 @@ def test_the_config_manager_init_links_the_config_the_node_label_names(
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
 
-    argv, env = pod.command("device-plugin", {"KUBEGPU_MACHINE": MACHINE})
+    argv, env = pod.command("device-plugin", {**in_cluster, "KUBEGPU_MACHINE": MACHINE})
     start(procs, argv, env, host / "plugin.log")
     wait_until(
         lambda: registered(host).get("nvidia.com/gpu", {}).get("allocatable") == 32,
@@ -122,7 +138,7 @@ def test_the_config_manager_sidecar_switches_the_plugin_when_the_label_changes(
     argv, env = pod.command("config-manager-init", in_cluster)
     assert subprocess.run(argv, env=env, capture_output=True, timeout=60, check=False).returncode == 0
 
-    argv, env = pod.command("device-plugin", {"KUBEGPU_MACHINE": MACHINE})
+    argv, env = pod.command("device-plugin", {**in_cluster, "KUBEGPU_MACHINE": MACHINE})
     alias = host / f"kg-{uuid.uuid4().hex[:8]}"
     alias.symlink_to(argv[0])
     start(procs, [str(alias), *argv[1:]], env, host / "plugin.log")
@@ -168,7 +184,7 @@ def test_mps_sharing_runs_the_control_daemon_and_the_plugin_serves_once_it_is_re
     argv, env = daemon.command("mps-control-daemon", hardware)
     assert Path(argv[0]).name == "mps-control-daemon"
     start(procs, argv, env, host / "mps.log")
-    argv, env = plugin.command("device-plugin", {"KUBEGPU_MACHINE": MACHINE})
+    argv, env = plugin.command("device-plugin", {**in_cluster, "KUBEGPU_MACHINE": MACHINE})
     start(procs, argv, env, host / "plugin.log")
     wait_until(
         lambda: registered(host).get("nvidia.com/gpu", {}).get("allocatable") == 32,

@@ -6,7 +6,11 @@ with); which GPUs (by index) each pod holds; pods counted on a node whether
 the API says they are bound or the scheduler has only assumed them (chosen,
 binding in flight); and the static-filter masks per pod constraint, kept
 until a node changes. Pods on a node the cache does not know yet are kept and
-counted once the node appears. Must not choose nodes and does no I/O.
+counted once the node appears. For a node that publishes its GPUs
+(annotation ``kubegpu.io/gpus``) it keeps the parsed description and the
+GPUs :func:`kubegpu.scheduling.core.exactgpus.choose` picks for a pod of a size,
+until a pod on that node or the node changes. Must not choose nodes and does
+no I/O.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from kubegpu.scheduling.core import exactgpus
 from kubegpu.scheduling.live import filters, resources
 from kubegpu.scheduling.live.objects import NodeInfo, PodInfo
 
@@ -58,6 +63,10 @@ class SchedulerCache:
         self.placed: dict[str, Placed] = {}
         self.on_node: dict[str, dict[str, Placed]] = {}
         self.gpus_used: dict[str, set[int]] = {}
+        #: Nodes whose ``kubegpu.io/gpus`` description reads, and why the others' does not.
+        self.described: dict[str, exactgpus.NodeGpus] = {}
+        self.description_errors: dict[str, str] = {}
+        self._choices: dict[tuple[str, int], exactgpus.Choice | None] = {}
         self.generation = 0
         self._static: dict[tuple[object, ...], StaticMask] = {}
 
@@ -69,6 +78,7 @@ class SchedulerCache:
         self.nodes[node.name] = node
         self.generation += 1
         self._static.clear()
+        self._describe(node)
         new_columns = [r for r in node.allocatable if r not in self.column]
         if old is None or new_columns:
             for r in new_columns:
@@ -82,9 +92,27 @@ class SchedulerCache:
     def remove_node(self, name: str) -> None:
         if self.nodes.pop(name, None) is None:
             return
+        self.described.pop(name, None)
+        self.description_errors.pop(name, None)
+        self._forget_choices(name)
         self.generation += 1
         self._static.clear()
         self._rebuild()
+
+    def _describe(self, node: NodeInfo) -> None:
+        self._forget_choices(node.name)
+        self.described.pop(node.name, None)
+        self.description_errors.pop(node.name, None)
+        if not node.gpus_text:
+            return
+        try:
+            self.described[node.name] = exactgpus.read(node.name, node.gpus_text)
+        except exactgpus.DescriptionError as exc:
+            self.description_errors[node.name] = str(exc)  # counted as a node without a description
+
+    def _forget_choices(self, node: str) -> None:
+        for key in [k for k in self._choices if k[0] == node]:
+            del self._choices[key]
 
     def _vector(self, values: dict[str, int]) -> IntArray:
         vec = np.zeros(len(self.columns), dtype=np.int64)
@@ -133,6 +161,7 @@ class SchedulerCache:
         self.on_node.setdefault(node, {})[pod.uid] = placed
         self.gpus_used.setdefault(node, set()).update(placed.gpus)
         self._count(placed, +1)
+        self._forget_choices(node)
 
     def remove_pod(self, uid: str) -> Placed | None:
         placed = self.placed.pop(uid, None)
@@ -141,6 +170,7 @@ class SchedulerCache:
         self.on_node.get(placed.node, {}).pop(uid, None)
         self.gpus_used.get(placed.node, set()).difference_update(placed.gpus)
         self._count(placed, -1)
+        self._forget_choices(placed.node)
         return placed
 
     def gpu_indices_of(self, pod: PodInfo, node: str) -> tuple[int, ...]:
@@ -148,8 +178,42 @@ class SchedulerCache:
         info = self.nodes.get(node)
         if info is None or not pod.gpu_devices:
             return ()
-        ids = {info.gpu_id(i): i for i in range(info.gpu_count)}
+        described = self.described.get(node)
+        if described is not None:
+            ids = {d: i for i, d in enumerate(described.ids) if d is not None}
+        else:
+            ids = {info.gpu_id(i): i for i in range(info.gpu_count)}
         return tuple(ids[d] for d in pod.gpu_devices if d in ids)
+
+    def device_id(self, node: str, index: int) -> str:
+        """The device ID of GPU ``index`` on ``node``: from its description, else its ID list, else the index."""
+        described = self.described.get(node)
+        if described is not None and index < len(described.ids):
+            return described.ids[index] or str(index)
+        info = self.nodes.get(node)
+        return info.gpu_id(index) if info is not None else str(index)
+
+    def gpu_choice(self, node: str, count: int) -> exactgpus.Choice | None:
+        """The GPUs :func:`exactgpus.choose` gives a ``count``-GPU pod on a described ``node`` (None: too few).
+
+        In use: the GPUs counted pods hold (terminating ones included), and as many more as pods whose devices
+        are unknown (bound by another scheduler) request, taken off the top of the free list as
+        :meth:`free_gpus` takes them. Only for nodes in :attr:`described`.
+        """
+        key = (node, count)
+        if key in self._choices:
+            return self._choices[key]
+        described = self.described[node]
+        used = self.gpus_used.get(node, set())
+        held = {d for i, d in enumerate(described.ids) if i in used and d is not None}
+        free = described.free(held)
+        unknown = int(self.requested[self.index[node], self.column[resources.GPU]]) - len(used)
+        if unknown > 0:
+            free = free[: max(0, len(free) - unknown)]
+        kept = {described.ids[i] for i in free}
+        in_use = {d for d in described.ids if d is not None and d not in kept}
+        choice = self._choices[key] = exactgpus.choose(described, in_use, count)
+        return choice
 
     def free_gpus(self, node: str) -> list[int]:
         """Indices of the node's GPUs no counted pod holds, lowest first."""

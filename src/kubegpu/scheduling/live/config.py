@@ -6,7 +6,8 @@ strategy; percentageOfNodesToScore; pod backoff; leader election) and the
 built-in default, the tutorial's ``gpu-scheduler`` profile. Every error is a
 :class:`ConfigError` naming the key path. Besides kube-scheduler's plugins,
 kubegpu's own policies are score plugins: ``Lookahead`` and ``FGD``
-(:mod:`corepolicies`). Plugin names follow kube-scheduler:
+(:mod:`corepolicies`), and ``GPUTopology`` (:class:`scoring.GpuTopology`, the
+interconnect of the GPUs chosen on nodes that publish them). Plugin names follow kube-scheduler:
 a name kube-scheduler does not have is an error (``ScorePlugin
 "NodeResourcesGPU" does not exist``), and so is a kube-scheduler plugin this
 scheduler does not run, when it is enabled. Must not read files (the command
@@ -24,7 +25,13 @@ from kubegpu.scheduling.core.errors import SchedulingError
 from kubegpu.scheduling.core.noderesources import ShapePoint
 from kubegpu.scheduling.live import corepolicies, filters
 from kubegpu.scheduling.live.cycle import Profile
-from kubegpu.scheduling.live.scoring import DEFAULT_RESOURCES, LiveScorePlugin, NodeResourcesFit, ResourceWeight
+from kubegpu.scheduling.live.scoring import (
+    DEFAULT_RESOURCES,
+    GpuTopology,
+    LiveScorePlugin,
+    NodeResourcesFit,
+    ResourceWeight,
+)
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -44,6 +51,9 @@ KUBE_SCHEDULER_PLUGINS = frozenset(
 SUPPORTED = frozenset(
     {*filters.STATIC_FILTERS, "NodeResourcesFit", "PrioritySort", "DefaultBinder", "DefaultPreemption"}
 )
+#: kubegpu's own score plugins: the core policies and the interconnect of the chosen GPUs.
+GPU_TOPOLOGY = GpuTopology().name
+OWN_SCORE_PLUGINS = (*corepolicies.POLICIES, GPU_TOPOLOGY)
 #: Coscheduling's plugin name from scheduler-plugins: gangs are always on, naming it is allowed.
 COSCHEDULING = "Coscheduling"
 EXTENSION_POINTS = (
@@ -204,7 +214,7 @@ def _fit_args(path: str, args: Any) -> NodeResourcesFit:
 def _check_plugin(path: str, point: str, name: str, enabled: bool) -> None:
     if name == "*" and not enabled:
         return
-    if name in corepolicies.POLICIES:
+    if name in OWN_SCORE_PLUGINS:
         if point not in ("score", "multiPoint", "pluginConfig"):
             raise ConfigError(path, f'plugin "{name}" is a score plugin, not a {point} plugin')
         return
@@ -252,7 +262,7 @@ def _profile(path: str, raw: Any, top_percentage: int) -> Profile:
                     static.append(plugin)
                 elif plugin == "NodeResourcesFit":
                     resource_filter = True
-            if point in ("score", "multiPoint") and (plugin == "NodeResourcesFit" or plugin in corepolicies.POLICIES):
+            if point in ("score", "multiPoint") and (plugin == "NodeResourcesFit" or plugin in OWN_SCORE_PLUGINS):
                 score_weights[plugin] = _int(f"{where}.enabled[{i}].weight", item.get("weight", 1), 1, 100)
             elif point == "score" and plugin != COSCHEDULING:
                 raise ConfigError(f"{where}.enabled[{i}].name", f'ScorePlugin "{plugin}" is not a score plugin')
@@ -271,6 +281,8 @@ def _profile(path: str, raw: Any, top_percentage: int) -> Profile:
     for policy in corepolicies.POLICIES:
         if policy in score_weights:
             scorers.append((corepolicies.CorePolicyScore(policy), score_weights[policy]))
+    if GPU_TOPOLOGY in score_weights:
+        scorers.append((GpuTopology(), score_weights[GPU_TOPOLOGY]))
     return Profile(name, tuple(order), resource_filter, tuple(scorers), percentage)
 
 

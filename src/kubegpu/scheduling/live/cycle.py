@@ -5,7 +5,10 @@ plugins and percentageOfNodesToScore), :func:`nodes_to_find` (kube-scheduler's
 adaptive sample size), :class:`Cycle` (the rotating start index and the seeded
 tie-break between equal best nodes) and :class:`FitError`, whose message is
 kube-scheduler's "0/N nodes are available: ..." summary with reasons counted
-and sorted as it sorts them. Whole GPUs inside the chosen node are the lowest
+and sorted as it sorts them. Whole GPUs inside the chosen node: on a node
+that publishes its GPUs (``kubegpu.io/gpus``) those
+:func:`kubegpu.scheduling.core.exactgpus.choose` picks (a node where it finds too
+few healthy free ones does not fit: :data:`NO_GPU_SET`), elsewhere the lowest
 free indices. Must not change the cache (the caller assumes the placement)
 and does no I/O.
 """
@@ -16,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kubegpu.scheduling.live import filters
+from kubegpu.scheduling.live import filters, resources
 from kubegpu.scheduling.live.cache import SchedulerCache
 from kubegpu.scheduling.live.objects import PodInfo
 from kubegpu.scheduling.live.scoring import LiveScorePlugin, NodeResourcesFit, node_score
@@ -24,6 +27,8 @@ from kubegpu.scheduling.live.scoring import LiveScorePlugin, NodeResourcesFit, n
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_PERCENTAGE = 5
 BASE_PERCENTAGE = 50
+#: The filter reason of a described node where too few healthy, free GPUs are left for the pod.
+NO_GPU_SET = f"Insufficient healthy {resources.GPU}"
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,13 @@ class Cycle:
             ok, short = cache.resource_fit(pod, ok)
             for reason, count in short.items():
                 reasons[reason] = reasons.get(reason, 0) + count
+        if pod.gpus and cache.described:
+            ok = ok.copy()
+            for i in np.flatnonzero(ok):
+                node = cache.names[i]
+                if node in cache.described and cache.gpu_choice(node, pod.gpus) is None:
+                    ok[i] = False
+                    reasons[NO_GPU_SET] = reasons.get(NO_GPU_SET, 0) + 1
         return np.flatnonzero(ok), reasons
 
     def schedule(self, cache: SchedulerCache, profile: Profile, pod: PodInfo) -> Placement | FitError:
@@ -117,5 +129,14 @@ class Cycle:
             best = int(chosen[ties[0] if len(ties) == 1 else ties[self.rng.integers(len(ties))]])
             score = top
         node = cache.names[best]
-        gpus = tuple(cache.free_gpus(node)[: pod.gpus]) if pod.gpus else ()
-        return Placement(pod, node, gpus, score)
+        return Placement(pod, node, choose_gpus(cache, node, pod), score)
+
+
+def choose_gpus(cache: SchedulerCache, node: str, pod: PodInfo) -> tuple[int, ...]:
+    """The GPU indices ``pod`` gets on ``node``: the described node's choice, else the lowest free ones."""
+    if not pod.gpus:
+        return ()
+    if node in cache.described:
+        choice = cache.gpu_choice(node, pod.gpus)
+        return choice.indices if choice is not None else ()
+    return tuple(cache.free_gpus(node)[: pod.gpus])

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubegpu.scheduling.core import exactgpus
 from kubegpu.scheduling.live import resources
 from kubegpu.scheduling.live.resources import Resources
 
@@ -85,6 +86,8 @@ class NodeInfo:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     gpu_ids: tuple[str, ...] = ()
+    #: The node's ``kubegpu.io/gpus`` annotation text ("" when it publishes none).
+    gpus_text: str = ""
 
     @property
     def gpu_count(self) -> int:
@@ -180,6 +183,7 @@ def node_info(node: Any) -> NodeInfo:
         taints=taints,
         unschedulable=bool(_get(spec, "unschedulable")),
         gpu_ids=ids,
+        gpus_text=annotations.get(exactgpus.GPUS_ANNOTATION, ""),
     )
 
 

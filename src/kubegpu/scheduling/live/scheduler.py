@@ -120,7 +120,11 @@ class LiveScheduler:
         if kind == DELETED:
             self.cache.remove_node(obj.metadata.name)
         else:
+            before = self.cache.description_errors.get(obj.metadata.name)
             self.cache.set_node(objects.node_info(obj))
+            error = self.cache.description_errors.get(obj.metadata.name)
+            if error and error != before:
+                log.warning("node GPU description ignored, counting its GPUs", extra={"error": error})
         self._changed()
 
     def on_pod(self, kind: str, obj: Any) -> None:
@@ -318,8 +322,7 @@ class LiveScheduler:
             self.cache.remove_pod(pod.uid)
 
     def _annotations(self, pod: PodInfo, node: str, gpus: tuple[int, ...], plan: str = "") -> dict[str, str]:
-        info = self.cache.nodes.get(node)
-        devices = ",".join(info.gpu_id(i) for i in gpus) if info else ""
+        devices = ",".join(self.cache.device_id(node, i) for i in gpus) if node in self.cache.nodes else ""
         out = {objects.ASSIGNED_NODE_ANNOTATION: node, objects.GPU_DEVICES_ANNOTATION: devices}
         if plan:
             out[objects.GANG_PLAN_ANNOTATION] = plan

@@ -5,7 +5,8 @@ kube-scheduler scores it: CPU and memory from the non-zero requests (100m /
 200 MiB for containers without a request), extended resources from their
 requests and only when the pod asks for them, the integer arithmetic of the
 core's :func:`kubegpu.scheduling.core.noderesources.combine`. Must not filter and
-does no I/O.
+does no I/O. Owns :class:`GpuTopology` too: the interconnect of the GPUs a
+pod would get on a node that publishes its GPUs (``kubegpu.io/gpus``).
 """
 
 from __future__ import annotations
@@ -63,6 +64,29 @@ class NodeResourcesFit:
         if not requested:
             return np.zeros(len(nodes), dtype=np.int64)
         return noderesources.combine(self.strategy, requested, allocatable, weights, self.shape)
+
+
+@dataclass(frozen=True)
+class GpuTopology:
+    """Score plugin ``GPUTopology``: how well connected the GPUs are that a pod asking 2+ GPUs gets, 0-100.
+
+    On a node that publishes its GPUs, :attr:`kubegpu.scheduling.core.exactgpus.Choice.interconnect` of the set
+    the scheduler would choose there; a node without a description, and every node for a pod asking fewer
+    than 2 GPUs, scores 0 (nothing known to prefer).
+    """
+
+    name: str = "GPUTopology"
+
+    def score(self, cache: SchedulerCache, pod: PodInfo, nodes: IntArray) -> IntArray:
+        out = np.zeros(len(nodes), dtype=np.int64)
+        if pod.gpus < 2 or not cache.described:
+            return out
+        for k, row in enumerate(nodes):
+            node = cache.names[int(row)]
+            if node in cache.described:
+                choice = cache.gpu_choice(node, pod.gpus)
+                out[k] = choice.interconnect if choice is not None else 0
+        return out
 
 
 class LiveScorePlugin(Protocol):
