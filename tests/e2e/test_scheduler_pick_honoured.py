@@ -101,7 +101,12 @@ def test_the_container_gets_the_gpus_in_the_schedulers_annotation(
     client = kube.client()
 
     def ready() -> bool:
-        got = client.get(Node, name)
+        try:
+            got = client.get(Node, name)
+        except ApiError as exc:  # the node agent has not registered its Node yet
+            if exc.status.code == 404:
+                return False
+            raise
         annotations = (got.metadata.annotations if got.metadata else None) or {}
         allocatable = (got.status.allocatable if got.status else None) or {}
         taints = (got.spec.taints if got.spec else None) or []

@@ -111,7 +111,12 @@ def test_a_4_gpu_pod_binds_through_the_scheduler_and_its_container_gets_4_gpus_o
     client = kube.client()
 
     def ready(name: str) -> bool:
-        node = client.get(Node, name)
+        try:
+            node = client.get(Node, name)
+        except ApiError as exc:  # the node agent has not registered its Node yet
+            if exc.status.code == 404:
+                return False
+            raise
         taints = (node.spec.taints if node.spec else None) or []
         allocatable = (node.status.allocatable if node.status else None) or {}
         return allocatable.get(GPU) == "8" and not any(t.key == "node.kubernetes.io/not-ready" for t in taints)

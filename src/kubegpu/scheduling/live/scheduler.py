@@ -344,13 +344,42 @@ class LiveScheduler:
                 self._bind_failed(profile, pod, exc)
 
     async def _record(self, pod: PodInfo, annotations: dict[str, str]) -> None:
-        """Write the assignment on the version of the pod we decided on (409 when it changed meanwhile)."""
+        """Write the assignment on the version of the pod we decided on (409 when it changed meanwhile).
+
+        On a 409 the pod is read again, as client-go's RetryOnConflict does: when only what does not bear on the
+        decision changed (its status or annotations, e.g. our own PodScheduled condition written a moment before),
+        the write is retried once on the fresh version; a pod that was bound, is being deleted or asks for something
+        else stays a conflict.
+        """
         try:
             await apiwrites.record_assignment(self.client, pod, annotations)
         except ApiError as exc:
-            if exc.status.code == 409:
+            if exc.status.code != 409:
+                raise
+            fresh = await self._reread(pod)
+            if fresh is None:
                 raise _AssignmentConflict(str(exc)) from exc
-            raise
+            self.latest[fresh.uid] = fresh
+            try:
+                await apiwrites.record_assignment(self.client, fresh, annotations)
+            except ApiError as again:
+                if again.status.code == 409:
+                    raise _AssignmentConflict(str(again)) from again
+                raise
+
+    async def _reread(self, pod: PodInfo) -> PodInfo | None:
+        """The pod as the API has it now, when the decision made on ``pod`` still holds for it; else None."""
+        try:
+            fresh = objects.pod_info(await self.client.get(Pod, pod.name, namespace=pod.namespace))
+        except (ApiError, httpx2.HTTPError, OSError):
+            return None
+        same = (
+            fresh.uid == pod.uid
+            and not fresh.node_name
+            and not fresh.deleting
+            and _decision_inputs(fresh) == _decision_inputs(pod)
+        )
+        return fresh if same else None
 
     async def _bind_only(self, profile: Profile, pod: PodInfo, node: str) -> None:
         if not self.may_act():
@@ -574,3 +603,17 @@ class _AssignmentConflict(Exception):
 
 class _NotLeader(Exception):
     """This replica does not (or no longer) hold the lease: it must not write."""
+
+
+def _decision_inputs(pod: PodInfo) -> tuple[object, ...]:
+    """What a placement was decided on: a pod whose other fields changed keeps its decision."""
+    return (
+        pod.requests,
+        pod.scheduler_name,
+        pod.node_selector,
+        pod.affinity,
+        pod.tolerations,
+        pod.group,
+        pod.priority,
+        pod.preemption_policy,
+    )
