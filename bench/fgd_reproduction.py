@@ -131,18 +131,43 @@ def _run_curve(job: tuple[str, str, int]) -> tuple[str, str, int, list[float], f
     return trace, policy, seed, [result.unallocated_at(load) for load in LOADS], failed
 
 
+def _load_runs(path: Path) -> dict[tuple[str, str, int], tuple[list[float], float]]:
+    """Runs saved by ``--save`` (one JSON object a line), by (trace, policy, seed); the last of duplicates wins."""
+    runs: dict[tuple[str, str, int], tuple[list[float], float]] = {}
+    if not path.exists():
+        return runs
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            run = json.loads(line)
+            runs[(run["trace"], run["policy"], run["seed"])] = (run["curve"], run["failed"])
+    return runs
+
+
 def _variant_table(args: argparse.Namespace, traces: list[str]) -> int:
     rows = traces + [f"{v}@{d}" for v in args.only for d in range(args.draws)]
-    jobs = [(t, p, s) for t in rows for p in ("fgd", "lookahead") for s in args.seeds]
+    compared = [p for p in ("fgd", "lookahead") if p in args.policies.split(",")]
+    jobs = [(t, p, s) for t in rows for p in compared for s in args.seeds]
+    saved = _load_runs(args.reuse) if args.reuse else {}
+    todo = [job for job in jobs if job not in saved]
     started = time.perf_counter()
     runs: dict[tuple[str, str], list[tuple[list[float], float]]] = {}
+    for (trace, policy, _seed), run in saved.items():
+        if (trace, policy, _seed) in jobs:
+            runs.setdefault((trace, policy), []).append(run)
     with ProcessPoolExecutor(args.jobs) as pool:
-        for trace, policy, _seed, curve, failed in pool.map(_run_curve, jobs, chunksize=1):
+        for trace, policy, seed, curve, failed in pool.map(_run_curve, todo, chunksize=1):
             runs.setdefault((trace, policy), []).append((curve, failed))
+            if args.save:
+                record = {"trace": trace, "policy": policy, "seed": seed, "curve": curve, "failed": failed}
+                with open(args.save, "a", encoding="utf-8") as out:
+                    out.write(json.dumps(record) + "\n")
     print(
-        f"runs: {len(jobs)} ({len(rows)} traces x 2 policies x {len(args.seeds)} seeds) "
-        f"in {time.perf_counter() - started:.0f} s with {args.jobs} processes"
+        f"runs: {len(jobs)} ({len(rows)} traces x {len(compared)} policies x {len(args.seeds)} seeds), "
+        f"{len(todo)} run in {time.perf_counter() - started:.0f} s with {args.jobs} processes"
+        + (f", {len(jobs) - len(todo)} read from {args.reuse}" if args.reuse else "")
     )
+    if compared != ["fgd", "lookahead"]:
+        return 0
     print(f"metric: median over seeds {args.seeds[0]}-{args.seeds[-1]} of unallocated GPU % at each arrived load")
     print()
     header = (
@@ -413,6 +438,16 @@ def main() -> int:
     )
     parser.add_argument("--draws", type=int, default=3, help="draws 0..N-1 of each variant for --variants")
     parser.add_argument("--json", action="store_true", help="with --variants, also print the table as one JSON line")
+    parser.add_argument(
+        "--save", type=Path, metavar="FILE", help="with --variants, append every run's curve to FILE (JSON lines)"
+    )
+    parser.add_argument(
+        "--reuse",
+        type=Path,
+        metavar="FILE",
+        help="with --variants, take the runs FILE holds instead of running them again (only valid while the code "
+        "of the saved policy is unchanged; --policies fgd --save FILE keeps FGD's runs for later tables)",
+    )
     args = parser.parse_args()
     traces = [t for t in args.traces.split(",") if t]
     policies = [p for p in args.policies.split(",") if p]

@@ -123,11 +123,11 @@ class LookaheadModel:
             Scarcity.from_pods(pods, nodes) if nodes else None,
         )
 
-    def scarce(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
+    def scarce(self, state: ClusterState, pod: PodSpec, nodes: IntArray, free: IntArray | None = None) -> FloatArray:
         """GPU-milli of scarce models the pod would take from pods that can run only there (0 without a term)."""
         if self.scarcity is None:
             return np.zeros(len(nodes))
-        return self.scarcity.penalty(state, pod, nodes)
+        return self.scarcity.penalty(state, pod, nodes, free)
 
     def gap_gain(self, free: IntArray, milli: int) -> FloatArray:
         """Weighted drop of k-pod stranded milli when a ``milli`` pod takes GPUs with ``free`` milli."""
@@ -164,7 +164,8 @@ def _share_rows(
     after = fragmentation_after_share(
         cw, (fits[rows], small[rows], total[rows]), cpu[rows], mid[rows], free, pod.cpu_milli, pod.gpu_milli
     ) + model.stranded(cpu[rows] - pod.cpu_milli, total[rows] - pod.gpu_milli)
-    out: FloatArray = before[rows] - after + model.gap_gain(free, pod.gpu_milli) - model.scarce(state, pod, nodes)[rows]
+    gain = model.gap_gain(free, pod.gpu_milli) - model.scarce(state, pod, nodes[rows], free)
+    out: FloatArray = before[rows] - after + gain
     return out
 
 
