@@ -131,7 +131,7 @@ def _g3_only() -> tuple[Scarcity, np.ndarray]:
     ],
     ids=["gpu-breaks", "cpu-breaks", "cpu-keeps", "already-broken"],
 )
-def test_a_placement_that_breaks_the_last_home_of_some_pods_pays_for_all_it_had_free(
+def test_a_placement_that_breaks_the_last_home_of_some_pods_pays_for_the_rest_at_the_pressure_beyond_its_share(
     placed: str, cpu: int, gpus: int, milli: int, expect: str
 ) -> None:
     scarcity, nodes = _g3_only()
@@ -144,7 +144,8 @@ def test_a_placement_that_breaks_the_last_home_of_some_pods_pays_for_all_it_had_
     got = scarcity.penalty(state, x, nodes)
     assert got[state.index["g0"]] == 0.0  # a G2 node is no home of the 8-GPU pod
     taken = gpus * milli + cpu / scarcity.cpu_per_milli[0]
-    want = {"whole node": p * 8000, "cpu": p * taken, "nothing": 0.0}[expect]
+    beyond = p - scarcity.share[0]  # 0.5 - 0.125: the fragmentation measure counts the rest at the share
+    want = {"whole node": p * taken + beyond * (8000 - taken), "cpu": p * taken, "nothing": 0.0}[expect]
     assert got[g3] == pytest.approx(want)
     if expect != "nothing":
         assert p > 0
@@ -160,8 +161,10 @@ def test_a_fractional_pod_breaks_a_home_only_on_a_gpu_whose_share_it_takes_below
     nodes = np.array([t0, t0])
     frac = pod("f", cpu=0, gpus=1, milli=600)
     got = scarcity.penalty(state, frac, nodes, free=np.array([1000, 1000]))
-    p = scarcity.pressure(state)[0]
-    assert got.tolist() == pytest.approx([p * 1000] * 2)  # 400 left < 500: the node's last 1000 for T4 pods lost
+    p, share = scarcity.pressure(state)[0], scarcity.share[0]
+    assert p > share
+    # 400 left < 500: the node's last 1000 milli for T4 pods are lost, 600 taken and 400 broken
+    assert got.tolist() == pytest.approx([p * 600 + (p - share) * 400] * 2)
     small = pod("s", cpu=0, gpus=1, milli=400)
     assert scarcity.penalty(state, small, nodes[:1], free=np.array([1000])).tolist() == pytest.approx([p * 400])
 

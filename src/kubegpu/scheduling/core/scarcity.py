@@ -184,10 +184,12 @@ class Scarcity:
         What it takes of a home is its GPU-milli plus its CPU counted as the
         GPU-milli that CPU would feed for the home's pods: a CPU-only pod on
         the only kind of node a 120-core 8-GPU pod fits takes from it too.
-        Where the placement leaves the node unable to take the least the
-        home's pods ask (it breaks the last eight free GPUs of a node an 8-GPU
-        pod needs), it takes at least everything the node had free for them;
-        a node that could not take them before loses them nothing. ``free``,
+        Only nodes that can still take the least the home's pods ask lose
+        them anything. Where the placement leaves such a node unable to
+        (it breaks the eight free GPUs of a node an 8-GPU pod needs), the
+        rest of what the node had free for them is lost too, weighted by the
+        pressure beyond the home's share of the GPU request: at that share
+        the fragmentation measure already counts it. ``free``,
         for a fractional pod, is the free milli of the GPU it would take on
         each given node (``nodes`` may then repeat a node, one row per GPU).
         """
@@ -210,6 +212,11 @@ class Scarcity:
         still &= (state.cpu_free[nodes] - pod.cpu_milli)[:, None] >= need[:, 2][None, :]
         still &= (state.memory_free[nodes] - pod.memory_mib)[:, None] >= need[:, 3][None, :]
         taken = pod.total_gpu_milli + pod.cpu_milli / np.maximum(self.cpu_per_milli, 1e-9)
-        loss = np.where(before > 0, np.where(still, taken[None, :], np.maximum(taken[None, :], before)), 0.0)
-        out: FloatArray = (loss * weight[None, :]).max(axis=1)
+        # Breaking the node for the home loses it the rest of what the node had free for the home's pods. The
+        # fragmentation measure already counts that rest as a fragment for those pods' shapes at their share of
+        # the GPU request (s); what it misses is the pressure beyond that share.
+        broken = np.where(still, 0.0, np.maximum(before - taken[None, :], 0.0))
+        beyond = np.maximum(weight - self.share, 0.0)
+        loss = np.where(before > 0, taken[None, :] * weight[None, :] + broken * beyond[None, :], 0.0)
+        out: FloatArray = loss.max(axis=1)
         return out
