@@ -38,7 +38,9 @@ What it does, per node n, with G_n free GPU-milli and C_n free CPU milli:
 * minus the scarcity penalty (:mod:`kubegpu.scheduling.core.scarcity`): the
   capacity the pod takes from nodes that pods of the workload which can run
   only there (a GPU model constraint, more CPU than most nodes have) will
-  need, weighted by how much of it they will need;
+  need, weighted by how much of it they will need — counted only on nodes
+  that can still take those pods, and for a node it breaks for them, the
+  rest of the node at the pressure beyond their share of the GPU request;
 * the score of a node is ⌊100 · sigmoid(Δ / 1000)⌋ with Δ the drop of
   F_n + S_n plus the weighted gap gain minus the penalty — FGD's coarse scale, whose ties go to
   the node the seeded tie-break ranks first, so near-equal nodes fill one

@@ -16,10 +16,13 @@ same mix until the cluster is full, those pods will ask for ``s_H · free_all``
 more GPU-milli against ``free_H`` free on H's nodes; the pressure
 ``min(1, s_H · free_all / free_H)`` is the chance that a milli of H taken now
 by a pod that could have gone elsewhere is one those pods will miss. A pod
-whose home is not inside H (CPU-only pods included) pays, on a node of H,
-what it takes of H — its GPU-milli plus its CPU counted as the GPU-milli it
-would feed for H's pods — times the highest such pressure; pods at home pay
-nothing there. Without such pods
+whose home is not inside H (CPU-only pods included) pays, on a node of H
+that can still take the least H's pods ask, what it takes of H — its
+GPU-milli plus its CPU counted as the GPU-milli it would feed for H's pods —
+times the pressure, and where the placement leaves that node unable to take
+them, the rest of what the node had free for them times the pressure beyond
+``s_H`` (the fragmentation measure already counts that rest at ``s_H``); the
+highest over the homes counts. Pods at home pay nothing there. Without such pods
 (every GPU pod at home everywhere) every penalty is zero. The pressure moves
 in steps of 1/32 (``PRESSURE_STEPS``) so that a scorer can cache node scores
 per pressure and stay exact.
