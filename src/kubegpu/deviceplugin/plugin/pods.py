@@ -165,7 +165,7 @@ class NodePods:
             )
         given = self._given.setdefault(pod.uid, set())
         given |= got
-        if {d for d in pod.devices if d in resource.by_id} <= given:
+        if picks.fully_given(pod, resource, given):
             self._allocated.add(pod.uid)
 
 
