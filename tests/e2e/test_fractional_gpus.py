@@ -4,8 +4,8 @@ Real processes on the in-process API server (or the cluster ``KUBEGPU_TEST_KUBEC
 node label are this test's own). A dgx-a100 node advertises GPUs 0-2 as ``kubegpu.io/gpu-milli`` (1000 units
 each) and GPUs 3-7 whole. Two 500-milli pods share the GPU the scheduler chose, each container told its share; a
 600-milli pod goes to another GPU; a pod bound by hand (``spec.nodeName``, no scheduler) asking 600 cannot get
-the half-used GPU (the kubelet's own accounting plus the plugin's one-GPU rule); a pod asking both forms gets a
-FailedScheduling event and is never bound.
+the half-used GPU (the kubelet's own accounting plus the plugin's one-GPU rule), and one asking more than any one
+GPU has left fails admission; a pod asking both forms gets a FailedScheduling event and is never bound.
 """
 
 from __future__ import annotations
@@ -167,6 +167,14 @@ def test_fractional_pods_share_the_chosen_gpu_and_the_kubelet_guards_the_rest(
     # Neither the full GPU nor the one the hand-bound pod holds 600 of: the scheduler counts that pod too.
     assert other in SHARED and other not in (chosen, manual_env["NVIDIA_VISIBLE_DEVICES"])
     assert third_env["NVIDIA_VISIBLE_DEVICES"] == other and third_env["KUBEGPU_GPU_MILLI"] == "600"
+
+    # 800 units are free in all (400 on each of two GPUs), enough for the kubelet's count, but no one GPU has 500:
+    # a pod bound by hand fails admission with the reason, nothing allocated.
+    client.create(_pod("spread", kube.namespace, {MILLI: 500}, node=name))
+    spread = wait_until(lambda: settled("spread"), within=60, what="pod spread Failed")
+    assert spread.status is not None and spread.status.phase == "Failed"
+    assert spread.status.reason == "UnexpectedAdmissionError", spread.status
+    assert "no single GPU has 500 units available" in (spread.status.message or "")
 
     client.create(_pod("both", kube.namespace, {GPU: 1, MILLI: 500}, profile))
 
