@@ -160,6 +160,7 @@ def test_fractional_pods_share_the_chosen_gpu_and_the_kubelet_guards_the_rest(
     assert second.metadata is not None and second.metadata.annotations is not None
     assert second.metadata.annotations["kubegpu.io/gpu-devices"] == chosen  # best fit: the half-used GPU
     assert second_env["NVIDIA_VISIBLE_DEVICES"] == chosen and second_env["KUBEGPU_GPU_MILLI"] == "500"
+    assert f"pod={kube.namespace}/half-b" in node.log("plugin")  # the plugin honoured the annotation, by name
 
     third, third_env = run(_pod("sixty", kube.namespace, {MILLI: 600}, profile))
     assert third.metadata is not None and third.metadata.annotations is not None
