@@ -45,6 +45,14 @@ def test_all_and_uuids_select_too_and_off_is_the_default() -> None:
     assert resource_map.build(MACHINE, plugin_config()).names == ("nvidia.com/gpu",)
 
 
+def test_the_config_file_key_selects_gpus_and_a_flag_wins_over_it() -> None:
+    text = 'version: v1\nflags:\n  plugin:\n    gpuMilli: "2,3"\n'
+    from_file = resource_map.build(MACHINE, plugin_config(text=text))["kubegpu.io/gpu-milli"]
+    assert gpus_of(list(from_file.ids)) == {UUID[2], UUID[3]}
+    flagged = resource_map.build(MACHINE, plugin_config(["--gpu-milli", "7"], text=text))["kubegpu.io/gpu-milli"]
+    assert gpus_of(list(flagged.ids)) == {UUID[7]}
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
