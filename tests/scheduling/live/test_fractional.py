@@ -25,13 +25,17 @@ UUID = [g.uuid for g in MACHINE.gpus]
 
 
 def share_pod(
-    name: str, *limits: dict[str, str], node_name: str = "", annotations: dict[str, str] | None = None
+    name: str,
+    *limits: dict[str, str],
+    node_name: str = "",
+    annotations: dict[str, str] | None = None,
+    created: str = "2026-01-01T00:00:00Z",
 ) -> Pod:
     containers = [
         {"name": f"c{n}", "image": "x", "resources": {"requests": {"cpu": "1", **lim}, "limits": lim}}
         for n, lim in enumerate(limits)
     ]
-    obj = pod_obj(name, node=node_name, spec={"containers": containers})
+    obj = pod_obj(name, node=node_name, spec={"containers": containers}, created=created)
     assert obj.metadata is not None
     obj.metadata.annotations = annotations or {}
     return obj
@@ -95,6 +99,18 @@ def test_a_pod_bound_by_hand_counts_where_the_plugin_puts_it() -> None:
     assert cache.shares_used("a") == {5: 500, 0: 700}
     decision = schedule(cache, info("p", {MILLI: "400"}))
     assert isinstance(decision, Placement) and decision.gpus == (5,)
+
+
+def test_pods_bound_by_hand_are_replayed_in_admission_order_among_the_placed_ones() -> None:
+    cache = SchedulerCache()
+    cache.set_node(described("a"))
+    for n, (name, gpu) in enumerate([("h1", None), ("h2", None), ("placed", 1)]):
+        annotations = {"kubegpu.io/gpu-devices": UUID[gpu]} if gpu is not None else None
+        limits = {MILLI: "300" if name == "placed" else "400"}
+        pod = info(name, limits, node_name="a", annotations=annotations, created=f"2026-01-01T00:00:0{n}Z")
+        cache.add_pod(pod, "a", cache.gpu_indices_of(pod, "a"))
+    # h1 and h2 were admitted first, onto GPU 0 by best fit; the placed pod came after, onto GPU 1.
+    assert cache.shares_used("a") == {0: 800, 1: 300}
 
 
 def test_nodes_without_a_description_or_room_on_one_gpu_do_not_fit_and_say_why() -> None:

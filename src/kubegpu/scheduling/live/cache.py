@@ -227,26 +227,23 @@ class SchedulerCache:
         """Milli held per GPU index of a described ``node`` by the fractional pods counted there.
 
         A pod whose GPU is unknown (bound by hand or by another scheduler, no ``kubegpu.io/gpu-devices``) is put
-        where the plugin's own policy puts it: best fit, oldest pod first.
+        where the plugin's own best fit put it when it was admitted: the pods are replayed oldest first (the
+        kubelet's admission order), those with a known GPU on it, the others best fit on what is used by then.
         """
         used = self._shares.get(node)
         if used is not None:
             return used
         used = {}
-        unknown = []
-        for placed in self.on_node.get(node, {}).values():
-            share = placed.pod.gpu_milli
-            if not share:
-                continue
-            if placed.gpus:
-                used[placed.gpus[0]] = used.get(placed.gpus[0], 0) + share
-            else:
-                unknown.append(placed.pod)
         described = self.described[node]
-        for pod in sorted(unknown, key=lambda p: (p.created, p.key)):
-            choice = exactgpus.choose_share(described, used, pod.gpu_milli) if pod.gpu_milli <= MILLI_PER_GPU else None
-            if choice is not None:
-                used[choice.indices[0]] = used.get(choice.indices[0], 0) + pod.gpu_milli
+        shares = [p for p in self.on_node.get(node, {}).values() if p.pod.gpu_milli]
+        for placed in sorted(shares, key=lambda p: (p.pod.created, p.pod.key)):
+            share = placed.pod.gpu_milli
+            gpu: int | None = placed.gpus[0] if placed.gpus else None
+            if gpu is None and share <= MILLI_PER_GPU:
+                choice = exactgpus.choose_share(described, used, share)
+                gpu = choice.indices[0] if choice is not None else None
+            if gpu is not None:
+                used[gpu] = used.get(gpu, 0) + share
         self._shares[node] = used
         return used
 
