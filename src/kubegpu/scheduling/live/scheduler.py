@@ -8,7 +8,9 @@ are queued by their PriorityClass value (``globalDefault`` honoured). The loop
 pops the most important ready pod and runs one cycle; a placement is assumed
 in the cache at once and bound in a task (the node and GPUs are written on the
 pod first, then ``pods/binding``); a failure records ``FailedScheduling`` and
-the ``PodScheduled`` condition and may preempt; gangs are planned all
+the ``PodScheduled`` condition and may preempt; a pod whose GPU request no node
+can ever satisfy (both ``nvidia.com/gpu`` and ``kubegpu.io/gpu-milli``, an
+impossible share) gets that failure without a cycle; gangs are planned all
 together. Only the lease holder binds, and it checks before every write.
 
 Crash safety: the API is the only state. A pod whose assignment annotation
