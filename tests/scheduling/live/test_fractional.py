@@ -113,6 +113,31 @@ def test_pods_bound_by_hand_are_replayed_in_admission_order_among_the_placed_one
     assert cache.shares_used("a") == {0: 800, 1: 300}
 
 
+@pytest.mark.parametrize("manual_first", [True, False], ids=["manual_named_first", "manual_named_last"])
+def test_within_one_second_a_known_gpu_is_replayed_first(manual_first: bool) -> None:
+    cache = SchedulerCache()
+    cache.set_node(described("a"))
+    placed = info("b-placed", {MILLI: "500"}, node_name="a", annotations={"kubegpu.io/gpu-devices": UUID[0]})
+    manual = info("a-manual" if manual_first else "c-manual", {MILLI: "600"}, node_name="a")
+    for pod in (placed, manual):
+        cache.add_pod(pod, "a", cache.gpu_indices_of(pod, "a"))
+    assert cache.shares_used("a") == {0: 500, 1: 600}
+
+
+def test_a_replay_that_would_over_commit_puts_the_known_gpus_first() -> None:
+    cache = SchedulerCache()
+    cache.set_node(described("a"))
+    manual = info("manual", {MILLI: "600"}, node_name="a", created="2026-01-01T00:00:00Z")
+    placed = info(
+        "placed", {MILLI: "500"}, node_name="a", annotations={"kubegpu.io/gpu-devices": UUID[0]},
+        created="2026-01-01T00:00:05Z",
+    )  # fmt: skip
+    for pod in (manual, placed):
+        cache.add_pod(pod, "a", cache.gpu_indices_of(pod, "a"))
+    # Oldest first would put the manual pod on GPU 0 and over-commit it: it must have landed elsewhere.
+    assert cache.shares_used("a") == {0: 500, 1: 600}
+
+
 def test_nodes_without_a_description_or_room_on_one_gpu_do_not_fit_and_say_why() -> None:
     cache = SchedulerCache()
     cache.set_node(described("a", select="0,1"))

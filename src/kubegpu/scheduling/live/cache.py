@@ -228,15 +228,25 @@ class SchedulerCache:
 
         A pod whose GPU is unknown (bound by hand or by another scheduler, no ``kubegpu.io/gpu-devices``) is put
         where the plugin's own best fit put it when it was admitted: the pods are replayed oldest first (the
-        kubelet's admission order), those with a known GPU on it, the others best fit on what is used by then.
+        kubelet's admission order; creation times have one-second steps, and within one a known GPU goes first),
+        those with a known GPU on it, the others best fit on what is used by then. A replay that over-commits a GPU
+        cannot be what happened: then the known GPUs all go first.
         """
         used = self._shares.get(node)
         if used is not None:
             return used
-        used = {}
-        described = self.described[node]
         shares = [p for p in self.on_node.get(node, {}).values() if p.pod.gpu_milli]
-        for placed in sorted(shares, key=lambda p: (p.pod.created, p.pod.key)):
+        in_order = sorted(shares, key=lambda p: (p.pod.created, not p.gpus, p.pod.key))
+        used = self._replay(node, in_order)
+        if any(v > MILLI_PER_GPU for v in used.values()):
+            used = self._replay(node, sorted(in_order, key=lambda p: not p.gpus))
+        self._shares[node] = used
+        return used
+
+    def _replay(self, node: str, shares: list[Placed]) -> dict[int, int]:
+        described = self.described[node]
+        used: dict[int, int] = {}
+        for placed in shares:
             share = placed.pod.gpu_milli
             gpu: int | None = placed.gpus[0] if placed.gpus else None
             if gpu is None and share <= MILLI_PER_GPU:
@@ -244,7 +254,6 @@ class SchedulerCache:
                 gpu = choice.indices[0] if choice is not None else None
             if gpu is not None:
                 used[gpu] = used.get(gpu, 0) + share
-        self._shares[node] = used
         return used
 
     def share_choice(self, node: str, share: int) -> exactgpus.Choice | None:
