@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubegpu.deviceplugin.errors import InvalidRequest
-from kubegpu.deviceplugin.naming import MILLI_RESOURCE
+from kubegpu.deviceplugin.naming import MILLI_PER_GPU, MILLI_RESOURCE, milli_id
 from kubegpu.deviceplugin.rm.resources import Resource
 
 #: The pod annotation with the devices the scheduler chose (comma-separated device IDs as advertised).
@@ -157,16 +157,15 @@ def choose(
 
 def _milli_gpus(pod: PodPick, resource: Resource) -> list[str]:
     """The GPU UUIDs in ``pod``'s annotation that ``resource`` has milli units of (the scheduler writes one)."""
-    gpus = {d.gpu_uuid for d in resource.devices}
-    return [d for d in pod.devices if d in gpus][:1]
+    return [d for d in pod.devices if milli_id(d, 0) in resource.by_id][:1]
 
 
 def chosen_devices(pod: PodPick, resource: Resource) -> list[str]:
     """The devices of ``resource`` the scheduler chose for ``pod``: its annotated IDs of the resource, or, for milli
     units (``kubegpu.io/gpu-milli``, annotated with the GPU's UUID), every unit of that one GPU."""
     if resource.is_milli:
-        gpus = set(_milli_gpus(pod, resource))
-        return [d.id for d in resource.devices if d.gpu_uuid in gpus] if gpus else []
+        units = (milli_id(gpu, k) for gpu in _milli_gpus(pod, resource) for k in range(MILLI_PER_GPU))
+        return [u for u in units if u in resource.by_id]
     return [d for d in pod.devices if d in resource.by_id]
 
 
