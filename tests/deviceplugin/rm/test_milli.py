@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubegpu.deviceplugin.errors import InvalidRequest
 from kubegpu.deviceplugin.rm import milli, nodegpus, picks, preferred, resource_map, responses
@@ -184,3 +186,22 @@ def test_a_fractional_pod_counts_as_given_once_its_whole_share_is() -> None:
     pod = milli_pod("a", 300, 1)
     assert not picks.fully_given(pod, UNITS, set(units(1, 0, 299)))
     assert picks.fully_given(pod, UNITS, set(units(1, 0, 300)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    left=st.lists(st.integers(min_value=0, max_value=1000), min_size=3, max_size=3),
+    size=st.integers(min_value=1, max_value=1000),
+)
+def test_any_answer_is_one_gpus_units_best_fit_or_a_refusal(left: list[int], size: int) -> None:
+    gpus = (0, 1, 5)
+    available = [u for g, n in zip(gpus, left, strict=True) for u in units(g, 1000 - n)]
+    try:
+        answer = milli.pick(UNITS, available, [], size)
+    except milli.ShareError:
+        assert max(left) < size  # refused only when no one GPU has enough
+        return
+    (gpu,) = gpus_of(answer)
+    assert len(set(answer)) == size and set(answer) <= set(available)
+    mine = left[gpus.index(UUID.index(gpu))]
+    assert mine >= size and all(n < size or n >= mine for n in left)  # no fuller GPU that fits was passed over
