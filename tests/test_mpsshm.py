@@ -31,9 +31,9 @@ def test_the_size_is_half_the_node_memory_else_nvidias_fallback(meminfo: str, si
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="mounting needs root and unshare")
 def test_mount_shm_mounts_a_tmpfs_once_with_nvidias_options(tmp_path: Path) -> None:
     script = (
-        f"{BIN / 'mps-control-daemon'} mount-shm --mps-root {tmp_path} && "
+        f"{BIN / 'mps-control-daemon'} mount-shm --mps-container-root {tmp_path} && "
         f"findmnt -n -o FSTYPE,OPTIONS {tmp_path / 'shm'} && "
-        f"{BIN / 'mps-control-daemon'} mount-shm --mps-root {tmp_path}"
+        f"{BIN / 'mps-control-daemon'} mount-shm --mps-container-root {tmp_path}"
     )
     done = subprocess.run(
         ["unshare", "-m", "--propagation", "private", "sh", "-c", script], capture_output=True, text=True, timeout=60

@@ -3,8 +3,9 @@
 Owns the order of things — open the backend and discover the machine, build
 its resources under the effective config (:func:`.resource_map.build`), write
 the CDI specs when a CDI strategy is on, start the health monitor, wait for the
-kubelet (and for the MPS daemons of MPS resources), then per resource serve
-the DevicePlugin socket and register it — and every restart:
+kubelet (and for the MPS daemons of MPS resources, watched from then on:
+:mod:`.mpswatch`), then per resource serve the DevicePlugin socket and register
+it — and every restart:
 
 * kubelet.sock created anew (a kubelet restart): stop all servers **first**,
   which ends their ListAndWatch streams, then serve and register again; there
@@ -50,6 +51,7 @@ from kubegpu.deviceplugin.plugin import registration, server
 from kubegpu.deviceplugin.plugin.host import HostError, HostView, imex_channels
 from kubegpu.deviceplugin.plugin.metrics import PluginMetrics
 from kubegpu.deviceplugin.plugin.monitor import HealthMonitor
+from kubegpu.deviceplugin.plugin.mpswatch import MpsWatch
 from kubegpu.deviceplugin.plugin.watcher import Identity, KubeletSocketWatcher
 from kubegpu.deviceplugin.rm import health, mig_caps, nodegpus, preferred, resource_map, responses, xids
 from kubegpu.deviceplugin.rm.resources import Resource
@@ -148,6 +150,7 @@ class Supervisor:
             self.watcher.poll_interval = watcher_poll_interval
         self.servers: dict[str, server.PluginServer] = {}
         self.monitor: HealthMonitor | None = None
+        self.mps_watch: MpsWatch | None = None
         self.registrations = 0
         self.registered = asyncio.Event()  # set while every resource is served (and registered, with a kubelet)
         self._pending: Literal["stop", "restart"] | None = None
@@ -290,6 +293,16 @@ class Supervisor:
                 recoverable=recovery_classes(config.flags.plugin.health_recovery_xids),
             )
             self.monitor = HealthMonitor(backend, served, book, self.metrics)
+            using_mps = [r.name for r in served if r.sharing == "mps" and r.is_shared]
+            self.mps_watch = (
+                MpsWatch(
+                    control.DaemonCheck(Path(config.options.mps_container_root), using_mps),
+                    self.monitor,
+                    config.options.mps_check_interval_s,
+                )
+                if using_mps
+                else None
+            )
             node = self._node_api(machine, served, self.monitor)
             node_pods = None if node is None else node[1]
             handlers = {r.name: handlers_for(r, machine, config, options, view, node_pods) for r in served}
@@ -298,6 +311,9 @@ class Supervisor:
                 return await self._serve(served, handlers)
             finally:
                 await self._stop_servers()
+                if self.mps_watch is not None:
+                    await self.mps_watch.stop()
+                    self.mps_watch = None
                 await self.monitor.stop()
                 if node is not None:
                     await node[0].stop()
@@ -435,11 +451,11 @@ class Supervisor:
 
     async def _start_servers(self, served: tuple[Resource, ...], handlers: dict[str, server.Handlers]) -> None:
         assert self.monitor is not None
-        config = self.config
-        using_mps = [r.name for r in served if r.sharing == "mps" and r.is_shared]
-        problem = control.readiness_problem(Path(config.flags.mps_root), using_mps) if using_mps else None
-        if problem is not None:
-            raise MpsNotReady(problem)
+        if self.mps_watch is not None:
+            problem = await self.mps_watch.check()
+            if problem is not None:
+                raise MpsNotReady(problem)
+            self.mps_watch.start()
         for resource in served:
             plugin = server.PluginServer(
                 resource, self.socket_dir / resource.socket_name, handlers[resource.name], self.metrics
