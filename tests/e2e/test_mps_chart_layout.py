@@ -130,7 +130,7 @@ def test_a_client_container_reaches_the_daemon_through_the_allocate_mounts_and_l
     plugin = [
         *(sys.executable, "-m", "kubegpu", "plugin", "--machine", "pcie-4xt4", "--fault-file", str(node.fault_file)),
         *("--kubelet-socket", str(node.kubelet_socket), "--config-file", str(config)),
-        *("--mps-root", str(layout.host), *root_flag, "--mps-check-interval", "0.2"),
+        *("--mps-root", str(layout.host), *root_flag, "--mps-check-interval", "0.5"),
     ]
     spawn(node, "plugin", layout.argv(plugin), env)
     # The MPS pod: its init container makes the shm tmpfs, then the daemon (NVIDIA's chart sets no MPS_ROOT here).
