@@ -40,9 +40,13 @@ RESOURCE = "nvidia.com/gpu"
 CONFIG = "version: v1\nsharing:\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n"
 
 
-def _unshare_works() -> bool:
+def _namespaces_work(scratch: Path) -> bool:
+    """Whether this machine lets us do what a "container" below does: a bind mount and a tmpfs, unprivileged."""
+    (scratch / "source").mkdir(parents=True)
+    probe = f"mkdir -p {scratch / 'target'} && mount --bind {scratch / 'source'} {scratch / 'target'}"
+    probe += f" && mount -t tmpfs probe {scratch / 'source'}"
     try:
-        done = subprocess.run(["unshare", "-rm", "true"], capture_output=True, timeout=30, check=False)
+        done = subprocess.run(["unshare", "-rm", "sh", "-c", probe], capture_output=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
@@ -73,7 +77,7 @@ def layout(tmp_path: Path) -> Layout:
     host = tmp_path / "host" / "run" / "nvidia" / "mps"
     host.mkdir(parents=True)
     container = tmp_path / "ctr" / "mps"
-    namespaces = _unshare_works()
+    namespaces = _namespaces_work(tmp_path / "probe")
     if not namespaces:
         container.parent.mkdir(parents=True)
         container.symlink_to(host, target_is_directory=True)
