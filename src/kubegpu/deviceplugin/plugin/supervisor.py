@@ -46,12 +46,10 @@ from kubegpu.deviceplugin.config.effective import Config
 from kubegpu.deviceplugin.config.flags import recovery_classes
 from kubegpu.deviceplugin.config.v1 import ConfigError
 from kubegpu.deviceplugin.errors import DevicePluginError, KubeletUnavailable, MpsNotReady
-from kubegpu.deviceplugin.mps import control
 from kubegpu.deviceplugin.plugin import registration, server
 from kubegpu.deviceplugin.plugin.host import HostError, HostView, imex_channels
 from kubegpu.deviceplugin.plugin.metrics import PluginMetrics
 from kubegpu.deviceplugin.plugin.monitor import HealthMonitor
-from kubegpu.deviceplugin.plugin.mpswatch import MpsWatch
 from kubegpu.deviceplugin.plugin.watcher import Identity, KubeletSocketWatcher
 from kubegpu.deviceplugin.rm import health, mig_caps, nodegpus, preferred, resource_map, responses, xids
 from kubegpu.deviceplugin.rm.resources import Resource
@@ -62,6 +60,7 @@ from kubegpu.gpu.model import Machine
 
 if TYPE_CHECKING:
     from kubegpu.deviceplugin.plugin import pods, publisher
+    from kubegpu.deviceplugin.plugin.mpswatch import MpsWatch
 
 log = logging.getLogger(__name__)
 
@@ -293,16 +292,7 @@ class Supervisor:
                 recoverable=recovery_classes(config.flags.plugin.health_recovery_xids),
             )
             self.monitor = HealthMonitor(backend, served, book, self.metrics)
-            using_mps = [r.name for r in served if r.sharing == "mps" and r.is_shared]
-            self.mps_watch = (
-                MpsWatch(
-                    control.DaemonCheck(Path(config.options.mps_container_root), using_mps),
-                    self.monitor,
-                    config.options.mps_check_interval_s,
-                )
-                if using_mps
-                else None
-            )
+            self.mps_watch = self._mps_watch(served, self.monitor)
             node = self._node_api(machine, served, self.monitor)
             node_pods = None if node is None else node[1]
             handlers = {r.name: handlers_for(r, machine, config, options, view, node_pods) for r in served}
@@ -349,6 +339,19 @@ class Supervisor:
         node_pods.start()
         log.info("publishing the GPUs on the node", extra={"node": node_name, "annotation": nodegpus.GPUS_ANNOTATION})
         return node, node_pods
+
+    def _mps_watch(self, served: tuple[Resource, ...], monitor: HealthMonitor) -> MpsWatch | None:
+        """The watch of the MPS daemons when some resource is shared with MPS, else None."""
+        using_mps = [r.name for r in served if r.sharing == "mps" and r.is_shared]
+        if not using_mps:
+            return None
+        # Imported only here: plugins without MPS need neither the daemons' state nor subprocess.
+        from kubegpu.deviceplugin.mps import control
+        from kubegpu.deviceplugin.plugin.mpswatch import MpsWatch
+
+        options = self.config.options
+        check = control.DaemonCheck(Path(options.mps_container_root), using_mps)
+        return MpsWatch(check, monitor, options.mps_check_interval_s)
 
     def _mig_minors(self, simulated: bool) -> mig_caps.MigMinors | None:
         """The host's MIG capability minors (NVML), or None for the driver's numbering (simulated machines)."""
