@@ -19,7 +19,7 @@ from tests.monitoring import exposition
 from tests.monitoring.exporter_process import ExporterProcess, fault, get, scrape
 from tests.monitoring.podresources_server import ListerServer, Pod
 from tests.monitoring.reference import enabled_counters
-from tests.polling import wait_until
+from tests.polling import eventually, wait_until
 
 DGX = profiles.load("dgx-a100")
 T4 = profiles.load("pcie-4xt4")
@@ -180,6 +180,12 @@ def test_print_default_counters_prints_the_shipped_file(capsys: pytest.CaptureFi
         ([], {"DCGM_EXPORTER_CONFIGMAP_DATA": "ns:"}, "$DCGM_EXPORTER_CONFIGMAP_DATA 'ns:': expected NAMESPACE:NAME"),
         (["-m", "ns:cm", "--kubeconfig", "/nonexistent/kc"], {}, "--kubeconfig /nonexistent/kc: no such file"),
         (["-k", "--kubernetes-enable-pod-uid", "--kubeconfig", "/nonexistent/kc"], {}, "--kubeconfig /nonexistent/kc"),
+        (
+            ["--pod-resources-kubelet-socket", "/nonexistent/pod-resources/kubelet.sock"],
+            {},
+            "--pod-resources-kubelet-socket /nonexistent/pod-resources/kubelet.sock: directory "
+            "/nonexistent/pod-resources does not exist (is the kubelet's pod-resources directory mounted?)",
+        ),
     ],
     ids=[
         "interval-word",
@@ -207,6 +213,7 @@ def test_print_default_counters_prints_the_shipped_file(capsys: pytest.CaptureFi
         "configmap-env-no-name",
         "configmap-kubeconfig-missing",
         "pod-uid-kubeconfig-missing",
+        "pod-resources-directory-missing",
     ],
 )
 def test_bad_input_exits_2_naming_the_problem(
@@ -399,3 +406,27 @@ def test_pod_label_flags_without_kubernetes_are_logged_as_having_no_effect(tmp_p
         scrape(exporter.url)
     log = "".join(exporter.stderr_lines)
     assert 'msg="flag has no effect without --kubernetes" flag=--kubernetes-enable-pod-labels' in log
+
+
+async def test_a_missing_pod_resources_socket_is_logged_plainly_and_used_once_it_appears(
+    tmp_path: Path, sock_dir: Path
+) -> None:
+    socket = sock_dir / "kubelet.sock"
+    args = ["--machine", "pcie-4xt4", "--fault-file", str(tmp_path / "f.jsonl"), "-c", "200"]
+    exporter = await asyncio.to_thread(ExporterProcess([*args, "--pod-resources-socket", str(socket)]).start)
+    try:
+        page = exposition.parse(await asyncio.to_thread(scrape, exporter.url))
+        assert page.named("kubegpu_exporter_pod_resources_up")[0].value == 0
+        async with ListerServer(socket) as lister:
+            lister.pods = [Pod("ml", "train", {"main": [("nvidia.com/gpu", [T4.gpus[3].uuid])]})]
+
+            async def held() -> bool:
+                page = exposition.parse(await asyncio.to_thread(scrape, exporter.url))
+                return any(s.labels.get("pod") == "train" for s in page.named("DCGM_FI_DEV_GPU_TEMP"))
+
+            await eventually(held, within=20, what="the pod's labels once the kubelet is up")
+    finally:
+        await asyncio.to_thread(exporter.stop)
+    log = "".join(exporter.stderr_lines)
+    assert f"pod-resources socket {socket}: no such socket (is the kubelet up?)" in log
+    assert "FAILED_PRECONDITION" not in log and "add_port" not in log

@@ -482,6 +482,7 @@ def _main(argv: Sequence[str]) -> int:
     if settings.kubernetes:
         from kubegpu.monitoring.podresources import PodResourcesClient
 
+        _check_socket_dir(settings)
         pods = PodResourcesClient(settings.socket_path)
     extra = settings["nvidia-resource-names"].value
     node_pods: NodePods | None = None
@@ -516,6 +517,19 @@ def _main(argv: Sequence[str]) -> int:
     except OSError as exc:
         print(f"{PROG}: cannot listen on {address}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+
+
+def _check_socket_dir(settings: Settings) -> None:
+    """A pod-resources socket whose directory does not exist is a wrong path or a missing mount: exit 2 now,
+    rather than a collection-long wait for a socket that cannot appear. (A missing socket in an existing
+    directory is the kubelet restarting: logged, and tried again at each collection.)"""
+    value = settings["pod-resources-kubelet-socket"]
+    directory = Path(settings.socket_path).parent
+    if not directory.is_dir():
+        fail(
+            f"{value.source} {settings.socket_path}: directory {directory} does not exist "
+            "(is the kubelet's pod-resources directory mounted?)"
+        )
 
 
 def _warn_unsupported(counter_set: CounterSet, path: Path | None) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from kubegpu.gpu import profiles
 from tests.deviceplugin.fake_kubelet import FakeKubelet
+from tests.polling import eventually
 
 DEADLINE_S = 30.0
 UUIDS = [g.uuid for g in profiles.load("dgx-a100").gpus]
@@ -42,6 +43,12 @@ BAD_INPUT = [
     ("bad-metrics-listen", ["--metrics-listen", "nope"], "invalid --metrics-listen option: 'nope' is not HOST:PORT"),
     ("bad-policy", ["--allocation-policy", "spread"], "invalid --allocation-policy option: spread"),
     ("bad-bool", ["--pass-device-specs=maybe"], 'could not parse "maybe" as bool value'),
+    (
+        "socket-dir-not-a-directory",
+        ["--socket-dir", "/dev/null"],
+        "--socket-dir /dev/null: cannot create it: File exists",
+    ),
+    ("zero-retry-interval", ["--registration-retry-interval", "0"], "0s (must be within (0, 3600] seconds)"),
 ]
 
 
@@ -292,3 +299,16 @@ async def test_sighup_reads_the_config_file_again(kubelet: FakeKubelet, spawn: S
     code, stderr = await wait_exit(process)
     assert code == 0
     assert stderr.count('msg="running with config"') == 2
+
+
+async def test_a_missing_socket_dir_is_created_and_served(spawn: Spawn, sock_dir: Path) -> None:
+    target = sock_dir / "not" / "yet"
+    process = await spawn("--kubelet-socket", "", "--socket-dir", str(target), env={**os.environ})
+    try:
+        await eventually(lambda: (target / "nvidia-gpu.sock").exists(), within=DEADLINE_S, what="the plugin socket")
+        assert (target.stat().st_mode & 0o777) == 0o750
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code, stderr = await wait_exit(process)
+    assert code == 0, stderr
+    assert "add_port" not in stderr

@@ -233,3 +233,13 @@ async def test_a_bug_in_a_handler_is_internal_and_the_server_keeps_serving(sock_
     assert dict(response.container_responses[0].envs) == {"NVIDIA_VISIBLE_DEVICES": UUIDS[1]}
     await channel.close()
     await running.stop()
+
+
+async def test_a_missing_socket_directory_is_named_without_grpc_core_noise(
+    sock_dir: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    missing = sock_dir / "gone"
+    running = server.PluginServer(GPUS, missing / "nvidia-gpu.sock", HANDLERS)
+    with pytest.raises(PluginServeError, match=f"directory {missing} does not exist"):
+        await running.start()
+    assert "add_port" not in capfd.readouterr().err

@@ -55,6 +55,17 @@ def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
         except errors.ProfileError as exc:
             print(f"{parser.prog}: error: --machine {cfg.options.machine!r}: {exc}", file=sys.stderr)
             return 2
+    if cfg.options.socket_dir:
+        # Where the plugin's sockets go: created when missing (as the kubelet creates its own), else exit 2 now,
+        # not a 30-second retry loop of binds that cannot succeed.
+        try:
+            os.makedirs(cfg.options.socket_dir, mode=0o750, exist_ok=True)
+        except (OSError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            print(
+                f"{parser.prog}: error: --socket-dir {cfg.options.socket_dir}: cannot create it: {why}", file=sys.stderr
+            )
+            return 2
     if cfg.options.node_name:
         from kubegpu import kubeconfig
 
