@@ -297,6 +297,12 @@ class Flags:
         "fail if an error is encountered during initialization, e.g. the GPUs cannot be read (default true)",
         programs=("plugin", "gfd"), gfd_envs="GFD_FAIL_ON_INIT_ERROR FAIL_ON_INIT_ERROR",
     )  # fmt: skip
+    # mpsRoot before nvidiaDriverRoot: NVIDIA's CommandLineFlags order, which its logged JSON keeps.
+    mps_root: str = flag(
+        "", _STR, "mpsRoot", "--mps-root", "MPS_ROOT", "str",
+        f"host directory of MPS pipes, logs, shm and readiness files; required for MPS (helm: {DEFAULT_MPS_ROOT_HELM})",
+        programs=("plugin", "mps"),
+    )  # fmt: skip
     nvidia_driver_root: str = flag(
         "/", _STR, "nvidiaDriverRoot", "--driver-root --nvidia-driver-root", "NVIDIA_DRIVER_ROOT", "str",
         "host root of the NVIDIA driver installation (default /)",
@@ -304,11 +310,6 @@ class Flags:
     nvidia_dev_root: str = flag(
         "", _STR, "nvidiaDevRoot", "--dev-root --nvidia-dev-root", "NVIDIA_DEV_ROOT", "str",
         "host root of the /dev nodes (default: the driver root)",
-    )  # fmt: skip
-    mps_root: str = flag(
-        "", _STR, "mpsRoot", "--mps-root", "MPS_ROOT", "str",
-        f"host directory of MPS pipes, logs, shm and readiness files; required for MPS (helm: {DEFAULT_MPS_ROOT_HELM})",
-        programs=("plugin", "mps"),
     )  # fmt: skip
     gdrcopy_enabled: bool = flag(
         False, _BOOL, "gdrcopyEnabled", "--gdrcopy-enabled", "GDRCOPY_ENABLED", "bool", "inject gdrcopy (default false)"
