@@ -171,3 +171,23 @@ async def test_a_configmap_that_cannot_be_read_falls_back_to_the_counters_file(k
     assert "DCGM_FI_DEV_POWER_USAGE" in names
     assert f"ConfigMap {kube.namespace}:absent: cannot read it: 404" in log
     assert f'msg="falling back to the counters file" file={csv}' in log
+
+
+async def test_a_failing_list_is_logged_once_and_retried_until_the_cache_syncs(
+    kube: KubeEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = kube.require_server()
+    node = kube.name("flaky")
+    uid = _create_pod(kube, "here", node, {"app": "a"})
+    server.fail_next(3, 500, resource="pods", verb="list")
+    cache = kubernetes.NodePods(node, kube.async_client())
+    with caplog.at_level("INFO", logger="kubegpu.monitoring.kubernetes"):
+        cache.start()
+        try:
+            await eventually(lambda: cache.synced.is_set(), within=20, what="the list after the faults")
+        finally:
+            await cache.stop()
+    assert cache.pods[(kube.namespace, "here")].uid == uid
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count("cannot watch the node's pods") == 1
+    assert "watching the node's pods again" in messages
