@@ -156,6 +156,8 @@ async def test_counters_come_from_the_configmap_and_a_sighup_reads_it_again(kube
         await eventually(reloaded, within=20, what="the counters of the updated ConfigMap")
     finally:
         assert await asyncio.to_thread(exporter.stop) == 0
+    applied = [line for line in exporter.stderr_lines if 'msg="reload: counters file applied"' in line]
+    assert applied and f"ConfigMap {kube.namespace}:exporter-metrics" in applied[-1]
 
 
 async def test_a_configmap_that_cannot_be_read_falls_back_to_the_counters_file(kube: KubeEnv, tmp_path: Path) -> None:

@@ -558,6 +558,8 @@ def reload(
         collector.use_counters(counter_set)
         _warn_unsupported(counter_set, settings.counters_path)
         where = str(settings.counters_path or "default")
+        if from_configmap is not None and settings.configmap is not None:
+            where = "ConfigMap {}:{}".format(*settings.configmap)
         log.info("reload: counters file applied", extra={"file": where, "fields": len(counter_set.values)})
     if settings.web_config_path is not None:
         try:
