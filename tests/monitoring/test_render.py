@@ -325,3 +325,16 @@ def test_a_pod_label_named_like_an_exporter_label_is_left_out(tmp_path: Path) ->
     held = next(s for s in out.named("DCGM_FI_DEV_GPU_TEMP") if s.labels.get("pod") == "train")
     assert held.labels["gpu"] == "0" and held.labels["ok"] == "y" and held.labels["modelName"] != "x"
     assert held.labels["DCGM_FI_DRIVER_VERSION"] != "x"
+
+
+def test_label_fields_and_1x_pod_labels_are_written_by_name_as_dcgm_exporters_template_does(tmp_path: Path) -> None:
+    machine, sample = sample_of("pcie-4xt4", tmp_path)
+    text = "DCGM_FI_DEV_GPU_TEMP, gauge, T.\nDCGM_FI_DRIVER_VERSION, label, D.\nDCGM_FI_DEV_SERIAL, label, S.\n"
+    holders = Attribution(holders={machine.gpus[0].uuid: (PodRef("ns", "train", "main"),)})
+    options = replace(OPTIONS, old_namespace=True)
+    out = rendered(machine, sample, holders, options=options, counter_set=counters.parse(text))
+    held = next(s for s in out.named("DCGM_FI_DEV_GPU_TEMP") if s.labels["gpu"] == "0")
+    names = list(held.labels)
+    assert names[names.index("Hostname") + 1 :] == [
+        "DCGM_FI_DEV_SERIAL", "DCGM_FI_DRIVER_VERSION", "container_name", "pod_name", "pod_namespace"
+    ]  # fmt: skip

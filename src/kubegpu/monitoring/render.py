@@ -117,7 +117,8 @@ def entities(machine: Machine, counter_set: CounterSet, options: LabelOptions) -
         host: list[tuple[str, str]] = []
         if options.hostname_label:
             host.append((options.hostname_label, options.hostname))
-        values = tuple((f.name, f.value(machine, gpu)) for f in label_fields)
+        # dcgm-exporter writes its label map by name (Go's template ranges over a map in key order).
+        values = tuple(sorted((f.name, f.value(machine, gpu)) for f in label_fields))
         tail = [*host, *values]
         migs = gpu.mig_devices if gpu.mig_enabled else ()
         whole = not migs if spec.flex else spec.major is not None and (not spec.major or gpu.index in spec.major)
@@ -153,6 +154,7 @@ def entities(machine: Machine, counter_set: CounterSet, options: LabelOptions) -
 POD_LABELS = ("container", "namespace", "pod")
 OLD_POD_LABELS = ("container_name", "pod_namespace", "pod_name")
 POD_UID_LABEL = "pod_uid"
+#: dcgm-exporter writes the pod attributes by name too: container_name, pod_name, pod_namespace with ``-o``.
 #: Names a pod label may not take: the exporter's own (a duplicate label name makes the page invalid).
 RESERVED_LABELS = frozenset(
     {"gpu", "UUID", "uuid", "pci_bus_id", "device", "modelName", "GPU_I_PROFILE", "GPU_I_ID", *HOSTNAME_LABELS}
@@ -165,7 +167,7 @@ def _pod_part(ref: PodRef, old_namespace: bool = False) -> str:
     pairs = list(zip(names, (ref.container, ref.namespace, ref.pod), strict=True))
     if ref.uid:
         pairs.append((POD_UID_LABEL, ref.uid))
-    return _pairs(pairs)
+    return _pairs(sorted(pairs))
 
 
 def _with_pod_labels(entity: Entity, ref: PodRef) -> str:
