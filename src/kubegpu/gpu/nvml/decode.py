@@ -3,7 +3,7 @@
 Owns the rules that turn NVML numbers into our values: MIG profile names as
 go-nvlib spells them (from GPU/compute-instance profile ids and memory sizes),
 PCIe common-ancestor levels, CUDA driver versions, CUDA cores per SM, PCI bus
-id spellings (NVML and sysfs), sysfs text, NVSwitch fabric grouping, event
+id spellings (NVML and sysfs), sysfs text, NVSwitch fabric grouping, NVLink fabric info, event
 masks and where ``libnvidia-ml.so.1`` is looked for. Must not import pynvml or
 do I/O (no files, clocks or threads): every function here is a table or a
 calculation, tested with tables and properties.
@@ -12,11 +12,12 @@ calculation, tested with tables and properties.
 from __future__ import annotations
 
 import math
+import uuid as uuidlib
 from collections.abc import Sequence
 
 from kubegpu.gpu.backend import HealthEventKind
 from kubegpu.gpu.driver import LIBRARY_DIRS
-from kubegpu.gpu.model import PcieLink
+from kubegpu.gpu.model import Fabric, PcieLink
 
 #: The file NVML lives in, as the dynamic loader and NVIDIA's plugin name it.
 LIBRARY_NAME = "libnvidia-ml.so.1"
@@ -299,3 +300,16 @@ def init_failure(code: int, library: str, error: str) -> str:
 def not_found(searched: Sequence[str]) -> str:
     """One line saying the library was not found, listing every place looked at."""
     return f"{LIBRARY_NAME} not found; looked in: {', '.join(searched)}"
+
+
+#: ``NVML_GPU_FABRIC_STATE_COMPLETED``: the GPU's registration with the NVLink fabric finished.
+FABRIC_STATE_COMPLETED = 3
+
+
+def fabric(cluster_uuid: bytes, status: int, clique_id: int, state: int) -> Fabric | None:
+    """go-nvlib's ``IsFabricAttached`` + GFD's ``GetFabricIDs`` over ``nvmlGpuFabricInfo_t``: attached when the
+    registration completed with success and the cluster UUID is not all zeros; the UUID in its text form."""
+    # nvidia-ml-py declares ``state`` (an unsigned char in nvml.h) as a 32-bit field: only its low byte is ours.
+    if (state & 0xFF) != FABRIC_STATE_COMPLETED or status != 0 or not any(cluster_uuid):
+        return None
+    return Fabric(str(uuidlib.UUID(bytes=bytes(cluster_uuid[:16]))), int(clique_id))

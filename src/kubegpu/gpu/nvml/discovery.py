@@ -7,7 +7,8 @@ the board reports, e.g. 19 for an A100's 1g, so the NVML profile enum behind it 
 found by walking ``nvmlDeviceGetGpuInstanceProfileInfo`` /
 ``nvmlGpuInstanceGetComputeInstanceProfileInfo`` over the enums and comparing ids,
 and the ``GB`` comes from the GPU-instance profile's memory), NVLink remote PCI bus ids (GPU
-peers and NVSwitches), ``nvmlDeviceGetTopologyCommonAncestor`` for every pair —
+peers and NVSwitches), ``nvmlDeviceGetTopologyCommonAncestor`` for every pair, the NVLink fabric
+(``nvmlDeviceGetGpuFabricInfo``: cluster UUID and clique) —
 plus the host facts NVML does not give, read from sysfs under an injectable
 root: NUMA node and PCI class per GPU and the DMI product name. Returns the
 :class:`~kubegpu.gpu.model.Machine` and the handles later calls need. Must not
@@ -16,6 +17,7 @@ start NVML (that is :mod:`.library`) and must not watch events or sample.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -27,7 +29,7 @@ from typing import Any, TypeVar
 import pynvml
 
 from kubegpu.gpu import errors
-from kubegpu.gpu.model import Gpu, Machine, MigDevice, PcieLink, Topology
+from kubegpu.gpu.model import Fabric, Gpu, Machine, MigDevice, PcieLink, Topology
 from kubegpu.gpu.nvml import decode
 
 log = logging.getLogger(__name__)
@@ -252,8 +254,18 @@ def _gpu(index: int, handle: Any, sysfs_root: Path) -> tuple[Gpu, list[tuple[Mig
         pci_class=(decode.pci_class(class_text) if class_text is not None else None) or 0x0302,
         serial=text(_optional(pynvml.nvmlDeviceGetSerial, handle) or ""),
         vbios_version=text(_optional(pynvml.nvmlDeviceGetVbiosVersion, handle) or ""),
+        fabric=_fabric(handle),
     )
     return gpu, migs
+
+
+def _fabric(handle: Any) -> Fabric | None:
+    """The NVLink fabric the GPU is registered with (``nvmlDeviceGetGpuFabricInfo``); None where there is none
+    or the driver lacks the call."""
+    info = pynvml.c_nvmlGpuFabricInfo_t()
+    if _optional(pynvml.nvmlDeviceGetGpuFabricInfo, handle, ctypes.byref(info)) is None:
+        return None
+    return decode.fabric(bytes(info.clusterUuid), int(info.status), int(info.cliqueId), int(info.state))
 
 
 def _pcie(handles: tuple[Any, ...]) -> tuple[tuple[PcieLink | None, ...], ...]:
