@@ -245,3 +245,22 @@ def test_infinite_interval_labels_once_and_keeps_the_file(tmp_path: Path) -> Non
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_readme_gfd_table_lists_every_flag_with_its_env_vars() -> None:
+    from kubegpu.deviceplugin.config import effective
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    table = readme[readme.index("| GFD flag (aliases) |") :].split("\n\n", 1)[0].splitlines()[2:]
+    rows = {}
+    for row in table:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        for name in cells[0].replace("(", " ").replace(")", " ").replace(",", " ").split():
+            rows[name.strip("`")] = cells[1]
+    for spec in effective.GFD_FLAGS:
+        if spec.dest == "machine":
+            continue
+        documented = [n for n in spec.names if n in rows]
+        assert documented, f"{spec.names[0]} is not in README's GFD table"
+        for env in spec.envs:
+            assert f"`{env}`" in rows[documented[0]], f"{env} of {spec.names[0]} is not in README's GFD table"

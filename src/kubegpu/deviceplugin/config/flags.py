@@ -284,7 +284,8 @@ class GfdFlags:
     )  # fmt: skip
     output_file: str = flag(
         DEFAULT_GFD_OUTPUT, _STR, "outputFile", "--output-file --output -o", "GFD_OUTPUT_FILE", "str",
-        f"feature file to write, '-' for stdout (default {DEFAULT_GFD_OUTPUT})", programs=("gfd",),
+        f"feature file to write with --use-node-feature-api=false, '' or '-' for stdout (default {DEFAULT_GFD_OUTPUT})",
+        programs=("gfd",),
     )  # fmt: skip
     machine_type_file: str = flag(
         DEFAULT_MACHINE_TYPE_FILE, _STR, "machineTypeFile", "--machine-type-file", "GFD_MACHINE_TYPE_FILE", "str",
