@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -256,9 +257,8 @@ def test_the_loop_relabels_and_keeps_the_object_on_sigterm(kube: KubeEnv) -> Non
     proc = subprocess.Popen(
         [sys.executable, "-m", "kubegpu", "labels", "--machine", "dgx-a100", "--sleep-interval", "200ms"],
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         first = wait_until(lambda: _timestamp(kube, node), within=60, what="the NodeFeature object written")
@@ -266,6 +266,44 @@ def test_the_loop_relabels_and_keeps_the_object_on_sigterm(kube: KubeEnv) -> Non
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
         assert read(kube, node)["spec"]["labels"]["nvidia.com/gpu.count"] == "8"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_loop_outlives_a_failed_write_and_writes_once_it_can(kube: KubeEnv, tmp_path: Path) -> None:
+    """The object's namespace does not exist yet: every write is refused (404) and the loop keeps going; once the
+    namespace is there, the next round creates the object."""
+    from lightkube.resources.core_v1 import Namespace
+
+    kube.ensure_crd(NODEFEATURE_CRD)
+    node, namespace = kube.name("gpu-node"), kube.name("later")
+    env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "NAMESPACE": namespace, "NODE_NAME": node}
+    log = tmp_path / "labels.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kubegpu", "labels", "--machine", "dgx-a100", "--sleep-interval", "200ms"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        client = kube.client()
+
+        def written() -> bool:
+            try:
+                client.get(NodeFeature, f"nvidia-features-for-{node}", namespace=namespace)
+            except ApiError:
+                return False
+            return True
+
+        # A round has failed (the command logs it) while the process keeps running.
+        wait_until(lambda: "labels not written" in log.read_text(), within=60, what="a failed write logged")
+        assert proc.poll() is None
+        client.create(Namespace.from_dict({"metadata": {"name": namespace}}))
+        wait_until(written, within=60, what="the NodeFeature object written once the namespace exists")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
     finally:
         proc.kill()
         proc.wait()
@@ -310,7 +348,7 @@ def test_bad_gfd_flags_are_one_line_and_exit_2(args: list[str], env: dict[str, s
     assert "Traceback" not in done.stderr
 
 
-def test_an_unreachable_api_server_is_one_line_and_exit_1(tmp_path: Any) -> None:
+def test_an_unreachable_api_server_is_one_line_and_exit_1(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: c\n"

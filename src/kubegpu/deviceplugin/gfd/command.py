@@ -109,12 +109,9 @@ def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
     except ConfigError as exc:
         print(f"kubegpu labels: error: {exc}", file=sys.stderr)
         return 2
-    if cfg.flags.device_discovery_strategy == "vfio":
-        print(
-            "kubegpu labels: error: --device-discovery-strategy vfio is not supported: kubegpu reads GPUs through "
-            "NVML (auto, nvml) or a simulated --machine, not GPUs bound to vfio-pci",
-            file=sys.stderr,
-        )
+    problem = _unsupported(cfg)
+    if problem:
+        print(f"kubegpu labels: error: {problem}", file=sys.stderr)
         return 2
     if cfg.flags.gfd.oneshot:
         output = output_for(cfg)
@@ -126,8 +123,20 @@ def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
         return _loop(cfg, args, env, signals)
 
 
-def _label_once(cfg: Config, output: outputs.Output) -> int:
-    """One labelling: 0 written, 2 bad input (a profile), 1 anything else (the GPUs, the labels, the output)."""
+def _unsupported(cfg: Config) -> str | None:
+    """What GFD accepts and kubegpu cannot do (bad input: exit 2)."""
+    if cfg.flags.device_discovery_strategy == "vfio":
+        return (
+            "--device-discovery-strategy vfio is not supported: kubegpu reads GPUs through NVML (auto, nvml, tegra) "
+            "or a simulated --machine, not GPUs bound to vfio-pci"
+        )
+    return None
+
+
+def _label_once(cfg: Config, output: outputs.Output, *, keep_going: bool = False) -> int:
+    """One labelling: 0 written, 2 bad input (a profile), 1 anything else (the GPUs, the labels, the output).
+
+    ``keep_going``: a failed output write is logged and answered 0 (the loop writes again next round)."""
     from kubegpu.gpu import errors
 
     try:
@@ -143,6 +152,9 @@ def _label_once(cfg: Config, output: outputs.Output) -> int:
     try:
         output.write(values)
     except outputs.OutputError as exc:
+        if keep_going:
+            log.error("labels not written; writing again next round", extra={"error": str(exc)})
+            return 0
         print(f"kubegpu labels: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -157,10 +169,10 @@ def _loop(cfg: Config, args: argparse.Namespace, env: Mapping[str, str], signals
     output = output_for(cfg)
     try:
         while True:
-            status = _label_once(cfg, output)
-            if status == 2 or (status == 1 and not cfg.flags.use_node_feature_api):
-                return status
             # The API away is no reason to die: the next round writes again (GFD would exit and be restarted).
+            status = _label_once(cfg, output, keep_going=cfg.flags.use_node_feature_api)
+            if status != 0:
+                return status
             signals.sleep(cfg.flags.gfd.sleep_interval_s)
             if signals.stop:
                 output.close(remove=_removes_on_exit(cfg))
@@ -169,6 +181,9 @@ def _loop(cfg: Config, args: argparse.Namespace, env: Mapping[str, str], signals
                 signals.hangup = False
                 try:
                     new = effective.load_gfd(args, env)
+                    problem = _unsupported(new)
+                    if problem:
+                        raise ConfigError(problem)
                 except ConfigError as exc:
                     log.error("config reload failed; keeping the previous config", extra={"error": str(exc)})
                     continue
