@@ -36,7 +36,9 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kubegpu labels",
         description="GPU feature discovery labels (nvidia.com/gpu.product, .count, .memory, MIG, sharing, "
-        "driver and CUDA versions) in the Node Feature Discovery feature-file format.",
+        "NVLink clique, vGPU, driver and CUDA versions), published as GFD does: the NodeFeature object "
+        "nvidia-features-for-<node> through the API (default), or with --use-node-feature-api=false the Node "
+        "Feature Discovery feature file.",
     )
     effective.add_gfd_arguments(p)
     return p
@@ -113,6 +115,7 @@ def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
     if problem:
         print(f"kubegpu labels: error: {problem}", file=sys.stderr)
         return 2
+    log.info("running with config", extra={"config": cfg.to_dict()})
     if cfg.flags.gfd.oneshot:
         output = output_for(cfg)
         try:
@@ -187,7 +190,7 @@ def _loop(cfg: Config, args: argparse.Namespace, env: Mapping[str, str], signals
                 except ConfigError as exc:
                     log.error("config reload failed; keeping the previous config", extra={"error": str(exc)})
                     continue
-                log.info("config reloaded")
+                log.info("config reloaded; running with config", extra={"config": new.to_dict()})
                 if _target(new) != _target(cfg):
                     output.close(remove=_removes_on_exit(cfg))
                     output = output_for(new)
