@@ -299,6 +299,7 @@ def test_the_loop_outlives_a_failed_write_and_writes_once_it_can(kube: KubeEnv, 
 
         # A round has failed (the command logs it) while the process keeps running.
         wait_until(lambda: "labels not written" in log.read_text(), within=60, what="a failed write logged")
+        assert f"does namespace {namespace} exist?" in log.read_text()
         assert proc.poll() is None
         client.create(Namespace.from_dict({"metadata": {"name": namespace}}))
         wait_until(written, within=60, what="the NodeFeature object written once the namespace exists")

@@ -144,7 +144,10 @@ class NodeFeatureApi:
                 if exc.status.code == 409 and attempt == 1:
                     log.info("NodeFeature object changed while writing it; reading it again", extra={"object": where})
                     continue
-                raise OutputError(f"cannot write {where}: {_why(exc)}") from None
+                hint = ""
+                if exc.status.code == 404:
+                    hint = f" (is NFD's NodeFeature CRD installed, and does namespace {self.namespace} exist?)"
+                raise OutputError(f"cannot write {where}: {_why(exc)}{hint}") from None
             except (httpx2.HTTPError, OSError, ValueError) as exc:  # the server away, or a reply that is no object
                 raise OutputError(f"cannot write {where}: {_why(exc)}") from None
 
