@@ -336,7 +336,7 @@ class Flags:
     use_node_feature_api: bool = flag(
         True, _BOOL, "useNodeFeatureAPI", "--use-node-feature-api", "USE_NODE_FEATURE_API", "bool",
         "publish the labels as the NodeFeature object nvidia-features-for-<node> (nfd.k8s-sigs.io/v1alpha1) "
-        "through the API instead of writing --output-file (default true, as GFD since v0.19)",
+        "through the API instead of writing --output-file (default true, as GFD v0.20)",
         programs=("gfd",), gfd_envs="GFD_USE_NODE_FEATURE_API USE_NODE_FEATURE_API",
     )  # fmt: skip
     """GFD: NodeFeature object (true) or NFD feature file (false); the plugin ignores it."""
