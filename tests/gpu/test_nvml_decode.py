@@ -245,3 +245,31 @@ def test_fabric_info_is_an_attachment_only_when_completed_successfully_with_a_cl
 ) -> None:
     got = decode.fabric(cluster, status, clique, state)
     assert (None if got is None else (got.cluster_uuid, got.clique_id)) == fabric
+
+
+def _vgpu_config(**changes: int) -> bytes:
+    from kubegpu.gpu.model import VgpuHost
+    from tests.fake_nvml.harness import pci_config
+
+    config = bytearray(pci_config(VgpuHost("550.54.16", "r550_40")))
+    for offset, value in changes.items():
+        config[int(offset[1:], 16)] = value
+    return bytes(config)
+
+
+@pytest.mark.parametrize(
+    ("config", "host"),
+    [
+        (_vgpu_config(), ("550.54.16", "r550_40")),
+        (_vgpu_config()[:64], None),  # what an unprivileged reader gets
+        (_vgpu_config(x06=0x00), None),  # no capability list
+        (_vgpu_config(xCB=ord("X")), None),  # a vendor capability without the VF signature
+        (_vgpu_config(x61=0x60), None),  # a capability chain that loops, never reaching the vendor one
+        (_vgpu_config(xCE=0), None),  # a record of length 0
+        (bytes(256), None),  # a passthrough GPU
+    ],
+    ids=["vgpu", "cut_short", "no_capabilities", "no_signature", "looped_chain", "endless_record", "passthrough"],
+)
+def test_the_vgpu_host_is_read_from_nvidias_vendor_capability(config: bytes, host: tuple[str, str] | None) -> None:
+    got = decode.vgpu_host(config)
+    assert (None if got is None else (got.host_driver_version, got.host_driver_branch)) == host

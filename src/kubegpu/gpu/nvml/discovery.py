@@ -10,7 +10,7 @@ and the ``GB`` comes from the GPU-instance profile's memory), NVLink remote PCI 
 peers and NVSwitches), ``nvmlDeviceGetTopologyCommonAncestor`` for every pair, the NVLink fabric
 (``nvmlDeviceGetGpuFabricInfo``: cluster UUID and clique) —
 plus the host facts NVML does not give, read from sysfs under an injectable
-root: NUMA node and PCI class per GPU and the DMI product name. Returns the
+root: NUMA node, PCI class and the vGPU record of the PCI config space per GPU and the DMI product name. Returns the
 :class:`~kubegpu.gpu.model.Machine` and the handles later calls need. Must not
 start NVML (that is :mod:`.library`) and must not watch events or sample.
 """
@@ -83,6 +83,13 @@ def _sysfs(path: Path) -> str | None:
         return path.read_text()
     except OSError:
         return None
+
+
+def _sysfs_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
 
 
 def _offered(what: str, query: Callable[[int], Any], count: int) -> dict[int, tuple[int, Any]]:
@@ -255,6 +262,8 @@ def _gpu(index: int, handle: Any, sysfs_root: Path) -> tuple[Gpu, list[tuple[Mig
         serial=text(_optional(pynvml.nvmlDeviceGetSerial, handle) or ""),
         vbios_version=text(_optional(pynvml.nvmlDeviceGetVbiosVersion, handle) or ""),
         fabric=_fabric(handle),
+        # GPU feature discovery reads vGPUs from the PCI config space, not NVML: so do we.
+        vgpu=decode.vgpu_host(_sysfs_bytes(sysfs_dir / "config")),
     )
     return gpu, migs
 
