@@ -45,6 +45,32 @@ def test_mig_profile_names_are_spelled_as_go_nvlib_spells_them(
     assert decode.mig_profile_name(gi, ci, mib, total) == name
 
 
+@pytest.mark.parametrize(
+    ("name", "slices", "mib", "total_mib", "gi"),
+    [
+        ("1g.10gb", 1, 9856, 81920, decode.GI_1_SLICE),
+        ("1g.20gb", 1, 19968, 81920, decode.GI_1_SLICE_REV2),
+        ("1g.10gb+me", 1, 9856, 81920, decode.GI_1_SLICE_REV1),
+        ("1c.2g.20gb", 2, 19968, 81920, decode.GI_2_SLICE),
+        ("7g.80gb", 7, 80384, 81920, decode.GI_7_SLICE),
+        ("1g.35gb", 1, 33536, 143771, decode.GI_1_SLICE_REV2),
+        ("1g.18gb+me.all", 1, 16896, 143771, decode.GI_1_SLICE_ALL_ME),
+        ("2c.4g.71gb+gfx", 4, 67840, 143771, decode.GI_4_SLICE_GFX),
+        ("1g.18gb-me", 1, 16896, 143771, decode.GI_1_SLICE_NO_ME),
+    ],
+    ids=lambda v: str(v),
+)
+def test_a_profile_name_gives_back_its_gpu_instance_profile(
+    name: str, slices: int, mib: int, total_mib: int, gi: int
+) -> None:
+    assert decode.gi_profile_id(name, slices, mib, total_mib) == gi
+
+
+def test_a_spelling_no_gpu_instance_profile_has_is_an_error() -> None:
+    with pytest.raises(ValueError, match=r"no GPU instance profile is spelled '3g\.40gb\+me' with 3 slices"):
+        decode.gi_profile_id("3g.40gb+me", 3, 40192, 81920)
+
+
 def test_mig_memory_rounds_half_away_from_zero_like_go() -> None:
     # 4/8 of 141 GiB is 70.5: Go's math.Round gives 71 where Python's round() would give 70.
     assert decode.mig_memory_gb(H200, 67840) == 71

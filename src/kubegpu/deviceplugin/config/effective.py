@@ -59,8 +59,19 @@ class Config:
         return dump(self, exclude=("options",))
 
     def to_json(self) -> str:
-        """What NVIDIA logs as "Running with config" and ``kubegpu plugin --print-config`` prints."""
+        """The effective config as a config file (every block, the ``gfd`` flags too)."""
         return json.dumps(self.to_dict(), indent=2)
+
+    def running_config(self, mig_resources: Sequence[Mapping[str, str]] = ()) -> dict[str, Any]:
+        """What NVIDIA's plugin (and MPS daemon) logs as "Running with config": the effective config without the
+        ``gfd`` flags (they clear them: only GFD labels) and, under mixed, ``resources.mig`` with the node's
+        default MIG resources appended (``mig_resources``, :mod:`kubegpu.deviceplugin.rm.migdefaults`)."""
+        out = self.to_dict()
+        out["flags"].pop("gfd", None)
+        if mig_resources:
+            mig = out["resources"].setdefault("mig", [])
+            mig.extend(dict(r) for r in mig_resources if dict(r) not in mig)
+        return out
 
 
 # --- the flag tables, derived from the declarations in :mod:`.flags` ------------------------------

@@ -313,6 +313,12 @@ class Flags:
         "fail if an error is encountered during initialization, e.g. the GPUs cannot be read (default true)",
         programs=("plugin", "gfd"), gfd_envs="GFD_FAIL_ON_INIT_ERROR FAIL_ON_INIT_ERROR",
     )  # fmt: skip
+    # mpsRoot before nvidiaDriverRoot: NVIDIA's CommandLineFlags order, which its logged JSON keeps.
+    mps_root: str = flag(
+        "", _STR, "mpsRoot", "--mps-root", "MPS_ROOT", "str",
+        "host directory of MPS pipes, logs, shm and readiness files, put into containers' mounts; required for MPS "
+        f"(helm: {DEFAULT_MPS_ROOT_HELM}); the plugin and the daemon see it at --mps-container-root",
+    )  # fmt: skip
     nvidia_driver_root: str = flag(
         "/", _STR, "nvidiaDriverRoot", "--driver-root --nvidia-driver-root", "NVIDIA_DRIVER_ROOT", "str",
         "host root of the NVIDIA driver installation (default /)",
@@ -320,11 +326,6 @@ class Flags:
     nvidia_dev_root: str = flag(
         "", _STR, "nvidiaDevRoot", "--dev-root --nvidia-dev-root", "NVIDIA_DEV_ROOT", "str",
         "host root of the /dev nodes (default: the driver root)",
-    )  # fmt: skip
-    mps_root: str = flag(
-        "", _STR, "mpsRoot", "--mps-root", "MPS_ROOT", "str",
-        "host directory of MPS pipes, logs, shm and readiness files, put into containers' mounts; required for MPS "
-        f"(helm: {DEFAULT_MPS_ROOT_HELM}); the plugin and the daemon see it at --mps-container-root",
     )  # fmt: skip
     gdrcopy_enabled: bool = flag(
         False, _BOOL, "gdrcopyEnabled", "--gdrcopy-enabled", "GDRCOPY_ENABLED", "bool", "inject gdrcopy (default false)"

@@ -135,6 +135,41 @@ def mig_profile_name(gi_profile_id: int, ci_profile_id: int, mig_memory_mib: int
     return base + _GI_ATTRIBUTE.get(gi_profile_id, "")
 
 
+_ATTRIBUTE_PROFILES = {
+    ("+me", 1): GI_1_SLICE_REV1,
+    ("+me", 2): GI_2_SLICE_REV1,
+    ("+me.all", 1): GI_1_SLICE_ALL_ME,
+    ("+me.all", 2): GI_2_SLICE_ALL_ME,
+    ("+gfx", 1): GI_1_SLICE_GFX,
+    ("+gfx", 2): GI_2_SLICE_GFX,
+    ("+gfx", 4): GI_4_SLICE_GFX,
+    ("-me", 1): GI_1_SLICE_NO_ME,
+    ("-me", 2): GI_2_SLICE_NO_ME,
+}
+_PLAIN_PROFILES = {2: GI_2_SLICE, 3: GI_3_SLICE, 4: GI_4_SLICE, 6: GI_6_SLICE, 7: GI_7_SLICE, 8: GI_8_SLICE}
+
+
+def gi_profile_id(profile: str, gi_slices: int, mig_memory_mib: int, gpu_memory_mib: int) -> int:
+    """The GPU-instance profile enum of a profile spelled the go-nvlib way (the inverse of
+    :func:`mig_profile_name` for the GPU-instance part): the attribute picks the revision, and a one-slice
+    instance with more than an eighth of the GPU's memory is the double-memory ``1_SLICE_REV2``.
+
+    Raises ValueError for a spelling no GPU-instance profile has.
+    """
+    gi_part = profile.split(".", 1)[1] if profile.split(".", 1)[0].endswith("c") else profile  # 1c.2g.20gb
+    cut = min((i for i in (gi_part.find("+"), gi_part.find("-")) if i >= 0), default=len(gi_part))
+    attribute = gi_part[cut:]
+    if attribute:
+        found = _ATTRIBUTE_PROFILES.get((attribute, gi_slices))
+    elif gi_slices == 1:
+        found = GI_1_SLICE_REV2 if mig_memory_mib * 8 > gpu_memory_mib else GI_1_SLICE
+    else:
+        found = _PLAIN_PROFILES.get(gi_slices)
+    if found is None:
+        raise ValueError(f"no GPU instance profile is spelled {profile!r} with {gi_slices} slices")
+    return found
+
+
 _PCIE_LEVELS = {
     0: PcieLink.SAME_BOARD,  # NVML_TOPOLOGY_INTERNAL
     10: PcieLink.SINGLE_SWITCH,  # NVML_TOPOLOGY_SINGLE
