@@ -98,6 +98,7 @@ class GpuCluster:
         publish: start the plugins with ``--node-name`` (the node publishes its GPUs, honours picks).
         score, plugin_config: extra score plugins and plugin args of the profile.
         plugin_args: extra arguments of every plugin.
+        agent_args: extra arguments of each node's agent, one list per machine (e.g. its ``--capacity``).
     """
 
     kube: KubeEnv
@@ -107,6 +108,7 @@ class GpuCluster:
     score: Sequence[dict[str, Any]] = ()
     plugin_config: Sequence[Any] = ()
     plugin_args: Sequence[str] = ()
+    agent_args: Sequence[Sequence[str]] = ()
     nodes: dict[str, GpuNode] = field(default_factory=dict)
     profile: str = ""
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
@@ -133,12 +135,13 @@ class GpuCluster:
         for i, machine in enumerate(self.machines):
             name = self.kube.name(f"gpu-{chr(ord('a') + i)}")
             plugin = ["--node-name", name, "--kubeconfig", kubeconfig] if self.publish else []
+            extra = list(self.agent_args[i]) if i < len(self.agent_args) else []
             local = self._stack.enter_context(
                 LocalNode(
                     machine,
                     kubelet_args=[
                         "--kubeconfig", kubeconfig, "--node-name", name, "--node-labels",
-                        f"{POOL}={self.kube.namespace}", "--node-status-update-frequency", "1s",
+                        f"{POOL}={self.kube.namespace}", "--node-status-update-frequency", "1s", *extra,
                     ],
                     plugin_args=[*plugin, *self.plugin_args],
                 )
