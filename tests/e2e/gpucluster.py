@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,7 @@ class GpuCluster:
     profile: str = ""
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     _host: LocalNode | None = None
+    _metrics_port: int = 0
 
     def __enter__(self) -> GpuCluster:
         try:
@@ -150,13 +152,16 @@ class GpuCluster:
             local.start_plugin()
             self.nodes[name] = GpuNode(name, profiles.load(machine), local)
         self._host = self._stack.enter_context(LocalNode(machine=None))
+        self._metrics_port = free_port()
         self._host.spawn(
             "scheduler",
             ["scheduler", "--kubeconfig", kubeconfig, "--config", str(config), "--metrics-listen",
-             f"127.0.0.1:{free_port()}"],
+             f"127.0.0.1:{self._metrics_port}"],
         )  # fmt: skip
 
     def close(self) -> None:
+        if self._host is not None:  # kept beside the test's files (pytest keeps the last runs' tmp_path)
+            (self.root / "scheduler.log").write_text(self._host.log("scheduler"))
         self._stack.close()
         client = self.kube.client()
         for name in self.nodes:
@@ -248,8 +253,17 @@ class GpuCluster:
     def scheduler_log(self, lines: int = 30) -> str:
         return self._host.log_tail("scheduler", lines) if self._host else "(no scheduler)"
 
+    def scheduler_queue(self) -> str:
+        """The scheduler's pending-pods gauge lines (which queue a lost pod waits in, if any)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self._metrics_port}/metrics", timeout=2) as answer:
+                text = answer.read().decode()
+        except OSError as exc:
+            return f"(no metrics: {exc})"
+        return "\n".join(line for line in text.splitlines() if line.startswith("scheduler_pending_pods"))
+
     def logs(self, lines: int = 30) -> str:
-        parts = [f"--- scheduler ---\n{self.scheduler_log(lines)}"]
+        parts = [f"--- scheduler ---\n{self.scheduler_log(lines)}\n{self.scheduler_queue()}"]
         for name, node in self.nodes.items():
             parts.append(f"--- {name} plugin ---\n{node.local.log_tail('plugin', lines)}")
             parts.append(f"--- {name} agent ---\n{node.local.log_tail('kubelet', lines)}")
