@@ -16,6 +16,9 @@ problem is named by its key path, unknown keys included)::
     cuda_driver_version: "12.4"
     gpu: {product_name, memory_mib, compute_capability: "8.0", ...}   # defaults
     nvswitch: {fabric: fabric0, links: 12}   # optional: every GPU on one fabric
+    nvlink_fabric: {cluster_uuid: <uuid>, clique_id: 1}   # optional: every GPU registered with a multi-node
+                                   # NVLink fabric (NVML fabric info; GPU feature discovery's gpu.clique)
+    vgpu: {host_driver_version: 550.54.16, host_driver_branch: r550_40}   # optional: vGPUs of a VM
     gpus:
       - {pci_bus_id: "00000000:07:00.0", numa: 0, pcie: [cpu0, hb0, sw0, sw0a],
          minor: 0, board: b0, mig: [1g.10gb, 2g.20gb]}   # minor/board/mig optional
@@ -58,7 +61,7 @@ from kubegpu.common.validation import (
     validate,
 )
 from kubegpu.gpu import errors
-from kubegpu.gpu.model import Gpu, Machine, MigDevice, PcieLink, Topology
+from kubegpu.gpu.model import Fabric, Gpu, Machine, MigDevice, PcieLink, Topology, VgpuHost
 
 _UUID_NAMESPACE = uuidlib.UUID("0b4b1f0e-6a57-4d5c-9f4e-6b7562656770")
 
@@ -190,6 +193,18 @@ class _NvSwitch:
 
 
 @dataclass(frozen=True, kw_only=True)
+class _NvlinkFabric:
+    cluster_uuid: str = field(metadata=checked(strict_str))
+    clique_id: int = field(metadata=checked(strict_int))
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Vgpu:
+    host_driver_version: str = field(metadata=checked(_text))
+    host_driver_branch: str = field(metadata=checked(_text))
+
+
+@dataclass(frozen=True, kw_only=True)
 class _Profile:
     """A compact profile document (module docstring), checked with the project's one validator."""
 
@@ -203,6 +218,8 @@ class _Profile:
     nvlink: Any = field(default=None, metadata=checked(_any))
     """``"i-j": count`` pairs; their rules need the GPU count, so they are checked on expansion."""
     nvswitch: _NvSwitch | None = field(default=None, metadata=_opt(model(_NvSwitch)))
+    nvlink_fabric: _NvlinkFabric | None = field(default=None, metadata=_opt(model(_NvlinkFabric)))
+    vgpu: _Vgpu | None = field(default=None, metadata=_opt(model(_Vgpu)))
 
 
 #: libyaml's safe loader when PyYAML was built with it (several times faster), else the pure-Python one.
@@ -324,6 +341,8 @@ def from_profile(data: Mapping[str, Any], source: str = "<profile>") -> Machine:
     name = doc.name
     fabric = doc.nvswitch.fabric if doc.nvswitch is not None else None
     fabric_links = doc.nvswitch.links if doc.nvswitch is not None else 0
+    nvlink_fabric = _fabric(doc.nvlink_fabric, source)
+    vgpu = VgpuHost(doc.vgpu.host_driver_version, doc.vgpu.host_driver_branch) if doc.vgpu is not None else None
 
     gpus: list[Gpu] = []
     paths: list[list[str]] = []
@@ -371,6 +390,8 @@ def from_profile(data: Mapping[str, Any], source: str = "<profile>") -> Machine:
                 pci_class=int(optional("pci_class", 0x0302)),
                 serial=f"{1320000000000 + i}",
                 vbios_version="92.00.45.00.05",
+                fabric=nvlink_fabric,
+                vgpu=vgpu,
             )
         )
         if mig_enabled and not mig_capable:
@@ -415,6 +436,18 @@ def from_profile(data: Mapping[str, Any], source: str = "<profile>") -> Machine:
         )
     except ValueError as exc:
         raise errors.ProfileError(f"{source}: {exc}") from exc
+
+
+def _fabric(doc: _NvlinkFabric | None, source: str) -> Fabric | None:
+    if doc is None:
+        return None
+    try:
+        cluster = str(uuidlib.UUID(doc.cluster_uuid))
+    except ValueError:
+        raise errors.ProfileError(f"{source}: nvlink_fabric.cluster_uuid: {doc.cluster_uuid!r} is not a UUID") from None
+    if doc.clique_id < 0:
+        raise errors.ProfileError(f"{source}: nvlink_fabric.clique_id: must be >= 0, got {doc.clique_id}")
+    return Fabric(cluster, doc.clique_id)
 
 
 def _mig_devices(
@@ -547,6 +580,15 @@ def machine_to_dict(m: Machine) -> dict[str, Any]:
                 "pci_class": g.pci_class,
                 "serial": g.serial,
                 "vbios_version": g.vbios_version,
+                "fabric": None
+                if g.fabric is None
+                else {"cluster_uuid": g.fabric.cluster_uuid, "clique_id": g.fabric.clique_id},
+                "vgpu": None
+                if g.vgpu is None
+                else {
+                    "host_driver_version": g.vgpu.host_driver_version,
+                    "host_driver_branch": g.vgpu.host_driver_branch,
+                },
                 "mig_devices": [
                     {
                         "uuid": d.uuid,
@@ -598,6 +640,12 @@ def machine_from_dict(data: Mapping[str, Any], source: str = "<machine>") -> Mac
                 pci_class=int(g["pci_class"]),
                 serial=str(g.get("serial", "")),
                 vbios_version=str(g.get("vbios_version", "")),
+                fabric=Fabric(str(g["fabric"]["cluster_uuid"]), int(g["fabric"]["clique_id"]))
+                if g.get("fabric")
+                else None,
+                vgpu=VgpuHost(str(g["vgpu"]["host_driver_version"]), str(g["vgpu"]["host_driver_branch"]))
+                if g.get("vgpu")
+                else None,
             )
             migs = tuple(MigDevice(parent_uuid=gpu.uuid, parent_index=gpu.index, **d) for d in g.get("mig_devices", []))
             gpus.append(replace(gpu, mig_devices=migs))

@@ -149,6 +149,11 @@ def test_allocate_refuses_units_spread_over_two_gpus() -> None:
         allocate(units(0, 0, 300) + units(1, 0, 300))
 
 
+def test_an_empty_request_is_valid_and_gets_no_share() -> None:
+    env = allocate([])
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "" and "KUBEGPU_GPU_MILLI" not in env
+
+
 def test_the_share_env_names_units_once_even_if_repeated() -> None:
     ids = units(1, 0, 100)
     assert milli.share_env(UNITS, ids + ids, mps=False)["KUBEGPU_GPU_MILLI"] == "100"

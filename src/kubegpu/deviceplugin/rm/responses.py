@@ -88,14 +88,12 @@ def invalid(resource_name: str, reason: str) -> InvalidRequest:
 
 
 def validate(resource: Resource, device_ids: Sequence[str]) -> None:
-    """Raise :class:`InvalidRequest` naming the first unknown ID, or when no ID is requested.
+    """Raise :class:`InvalidRequest` naming the first unknown ID.
 
-    NVIDIA would answer an empty request with an empty ``NVIDIA_VISIBLE_DEVICES``;
-    the kubelet never sends one, so we refuse it instead of guessing what the
-    runtime makes of an empty list.
+    An empty request is valid, as in NVIDIA's ``ValidateRequest``: it gets the response NVIDIA's
+    ``getAllocateResponse`` builds for no devices (an empty ``NVIDIA_VISIBLE_DEVICES`` with ``envvar``, the
+    control device nodes with ``passDeviceSpecs``, the IMEX/MPS/feature edits, no CDI GPU device).
     """
-    if not device_ids:
-        raise invalid(resource.name, "no devices requested")
     for device_id in device_ids:
         if device_id not in resource.by_id:
             raise invalid(resource.name, f"unknown device: {device_id}")
@@ -181,7 +179,7 @@ class ResponseOptions:
 def check(resource: Resource, device_ids: Sequence[str]) -> None:
     """NVIDIA's request checks; raises :class:`~kubegpu.deviceplugin.errors.InvalidRequest` with its texts."""
     validate(resource, device_ids)
-    if resource.is_milli:
+    if resource.is_milli and device_ids:  # an empty request is valid (above) and has no GPU to be on
         try:
             milli.one_gpu(resource, device_ids)
         except milli.ShareError as exc:
@@ -243,7 +241,7 @@ def container_edits(
         mounts.append(Mount(container_path=pipe, host_path=mps_pipe_dir(options.mps_root, resource.name)))
         mounts.append(Mount(container_path="/dev/shm", host_path=posixpath.join(options.mps_root, "shm")))
 
-    if resource.is_milli:
+    if resource.is_milli and device_ids:
         envs.update(milli.share_env(resource, device_ids, mps=options.mps))
 
     for feature, env in FEATURES:
