@@ -10,79 +10,31 @@ GPU has left fails admission; a pod asking both forms gets a FailedScheduling ev
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from lightkube import ApiError
-from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import Event, Node, Pod
+from lightkube.resources.core_v1 import Event, Pod
 
-from kubegpu.demo.localnode import LocalNode, free_port
 from kubegpu.gpu import profiles
+from tests.e2e.gpucluster import GPU, POOL, GpuCluster
 from tests.kubeapi.fixture import KubeEnv
 from tests.polling import wait_until
 
 pytestmark = [pytest.mark.live_scheduler, pytest.mark.e2e]
 
-GPU = "nvidia.com/gpu"
 MILLI = "kubegpu.io/gpu-milli"
-POOL = "kubegpu.io/test-pool"
 MACHINE = profiles.load("dgx-a100")
 SHARED = [g.uuid for g in MACHINE.gpus[:3]]
 
 
 @pytest.fixture
-def cluster(kube: KubeEnv, tmp_path: Path) -> Iterator[tuple[LocalNode, str, str]]:
-    """One dgx-a100 node (agent + plugin with GPUs 0-2 as milli units) and a scheduler: (node, name, profile)."""
-    profile = kube.name("gpu-scheduler")
-    config = tmp_path / "scheduler.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kubescheduler.config.k8s.io/v1",
-                "kind": "KubeSchedulerConfiguration",
-                "leaderElection": {"leaderElect": False},
-                "profiles": [{"schedulerName": profile}],
-            }
-        )
-    )
-    name = kube.name("gpu-frac")
-    node = LocalNode(
-        kubelet_args=[
-            "--kubeconfig",
-            str(kube.kubeconfig),
-            "--node-name",
-            name,
-            "--node-labels",
-            f"{POOL}={kube.namespace}",
-            "--node-status-update-frequency",
-            "1s",
-        ],
-        plugin_args=["--node-name", name, "--kubeconfig", str(kube.kubeconfig), "--gpu-milli", "0,1,2"],
-    )
-    with node:
-        node.start_kubelet()
-        node.start_plugin()
-        node.spawn(
-            "scheduler",
-            [
-                "scheduler",
-                "--kubeconfig",
-                str(kube.kubeconfig),
-                "--config",
-                str(config),
-                "--metrics-listen",
-                f"127.0.0.1:{free_port()}",
-            ],
-        )
-        yield node, name, profile
-    with contextlib.suppress(ApiError):
-        kube.client().delete(Lease, name, namespace="kube-node-lease")
+def cluster(kube: KubeEnv, tmp_path: Path) -> Iterator[GpuCluster]:
+    """One dgx-a100 node whose plugin advertises GPUs 0-2 as milli units, and a scheduler."""
+    with GpuCluster(kube, tmp_path, plugin_args=("--gpu-milli", "0,1,2")) as gpus:
+        yield gpus
 
 
 def _pod(name: str, namespace: str, limits: dict[str, int], profile: str = "", node: str = "") -> Pod:
@@ -99,27 +51,16 @@ def _pod(name: str, namespace: str, limits: dict[str, int], profile: str = "", n
 
 
 def test_fractional_pods_share_the_chosen_gpu_and_the_kubelet_guards_the_rest(
-    kube: KubeEnv, cluster: tuple[LocalNode, str, str]
+    kube: KubeEnv, cluster: GpuCluster
 ) -> None:
-    node, name, profile = cluster
     client = kube.client()
+    (name,) = cluster.nodes
+    node = cluster.nodes[name].local
 
     def ready() -> bool:
-        try:
-            got = client.get(Node, name)
-        except ApiError as exc:  # the node agent has not registered its Node yet
-            if exc.status.code == 404:
-                return False
-            raise
-        annotations = (got.metadata.annotations if got.metadata else None) or {}
-        allocatable = (got.status.allocatable if got.status else None) or {}
-        taints = (got.spec.taints if got.spec else None) or []
-        return (
-            allocatable.get(MILLI) == "3000"
-            and allocatable.get(GPU) == "5"
-            and "kubegpu.io/gpus" in annotations
-            and not any(t.key == "node.kubernetes.io/not-ready" for t in taints)
-        )
+        got = cluster.node_object(name)
+        allocatable = (got.status.allocatable if got and got.status else None) or {}
+        return cluster.ready(name, gpus=5) and allocatable.get(MILLI) == "3000"
 
     wait_until(ready, within=60, what=f"node {name} Ready with 3000 {MILLI}, 5 GPUs and its published GPUs")
 
@@ -134,14 +75,14 @@ def test_fractional_pods_share_the_chosen_gpu_and_the_kubelet_guards_the_rest(
         try:
             got = wait_until(lambda: settled(pod_name), within=60, what=f"pod {pod_name} Running or Failed")
         except AssertionError as exc:
-            raise AssertionError(f"{exc}\n{node.log_tail('scheduler', 30)}\n{node.log_tail('plugin', 30)}") from None
+            raise AssertionError(f"{exc}\n{cluster.logs()}") from None
         assert got.status is not None
         assert got.status.phase == "Running", (pod_name, got.status.reason, got.status.message)
         assert got.metadata is not None and got.metadata.annotations is not None
         options = json.loads(got.metadata.annotations["kubegpu.io/runtime-options"])
         return got, options["main"]["envs"]
 
-    first, first_env = run(_pod("half-a", kube.namespace, {MILLI: 500}, profile))
+    first, first_env = run(_pod("half-a", kube.namespace, {MILLI: 500}, cluster.profile))
     assert first.metadata is not None and first.metadata.annotations is not None
     chosen = first.metadata.annotations["kubegpu.io/gpu-devices"]
     assert chosen in SHARED and first.metadata.annotations["kubegpu.io/gpu-milli"] == "500"
@@ -156,13 +97,13 @@ def test_fractional_pods_share_the_chosen_gpu_and_the_kubelet_guards_the_rest(
     assert manual_env["NVIDIA_VISIBLE_DEVICES"] != chosen
     assert manual_env["KUBEGPU_GPU_MILLI"] == "600"
 
-    second, second_env = run(_pod("half-b", kube.namespace, {MILLI: 500}, profile))
+    second, second_env = run(_pod("half-b", kube.namespace, {MILLI: 500}, cluster.profile))
     assert second.metadata is not None and second.metadata.annotations is not None
     assert second.metadata.annotations["kubegpu.io/gpu-devices"] == chosen  # best fit: the half-used GPU
     assert second_env["NVIDIA_VISIBLE_DEVICES"] == chosen and second_env["KUBEGPU_GPU_MILLI"] == "500"
     assert f"pod={kube.namespace}/half-b" in node.log("plugin")  # the plugin honoured the annotation, by name
 
-    third, third_env = run(_pod("sixty", kube.namespace, {MILLI: 600}, profile))
+    third, third_env = run(_pod("sixty", kube.namespace, {MILLI: 600}, cluster.profile))
     assert third.metadata is not None and third.metadata.annotations is not None
     other = third.metadata.annotations["kubegpu.io/gpu-devices"]
     # Neither the full GPU nor the one the hand-bound pod holds 600 of: the scheduler counts that pod too.
@@ -177,7 +118,7 @@ def test_fractional_pods_share_the_chosen_gpu_and_the_kubelet_guards_the_rest(
     assert spread.status.reason == "UnexpectedAdmissionError", spread.status
     assert "no single GPU has 500 units available" in (spread.status.message or "")
 
-    client.create(_pod("both", kube.namespace, {GPU: 1, MILLI: 500}, profile))
+    client.create(_pod("both", kube.namespace, {GPU: 1, MILLI: 500}, cluster.profile))
 
     def refused() -> str | None:
         for event in client.list(Event, namespace=kube.namespace):
