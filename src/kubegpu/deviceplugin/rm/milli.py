@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 
+from kubegpu.deviceplugin.errors import DevicePluginError
 from kubegpu.deviceplugin.naming import MILLI_PER_GPU, REPLICA_SEPARATOR
 from kubegpu.deviceplugin.rm.resources import Resource
 
@@ -27,7 +28,7 @@ MPS_THREADS_ENV = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 MPS_MEMORY_ENV = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
 
 
-class ShareError(ValueError):
+class ShareError(DevicePluginError, ValueError):
     """A request the one-GPU rule refuses; the message says why (the caller words it for its RPC)."""
 
 
