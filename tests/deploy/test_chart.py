@@ -130,8 +130,9 @@ def test_kubernetes_validate_rejects_an_unknown_field_in_strict_mode() -> None:
         ({"deviceListStrategy": "envvar,cdi"}, "/deviceListStrategy"),
         ({"scheduler": {"replicas": 0}}, "/scheduler/replicas"),
         ({"config": {"fallbackStrategies": ["first"]}}, "/config/fallbackStrategies/0"),
+        ({"devicePlugin": {"gpuMilli": "half"}}, "/devicePlugin/gpuMilli"),
     ],
-    ids=["enum", "unknown-key", "strategy-list", "minimum", "fallback"],
+    ids=["enum", "unknown-key", "strategy-list", "minimum", "fallback", "gpu-milli"],
 )
 def test_a_wrong_value_fails_at_install_naming_it(values: dict[str, Any], names: str) -> None:
     with pytest.raises(helm_sdkpy.InstallError, match=names):
@@ -263,6 +264,13 @@ def test_with_the_scheduler_the_plugin_publishes_its_gpus_with_just_the_rbac_it_
     account = {"kind": "ServiceAccount", "name": "kubegpu-device-plugin", "namespace": "kube-system"}
     assert binding["subjects"] == [account]
     assert "kubegpu-device-plugin" in by_kind(objects, "ServiceAccount")
+
+
+@pytest.mark.parametrize(("value", "env"), [(None, None), ("all", "all"), ("0,1,GPU-abc", "0,1,GPU-abc")])
+def test_gpu_milli_becomes_the_plugins_env_only_when_set(value: str | None, env: str | None) -> None:
+    ds = by_kind(helmrender.render({"devicePlugin": {"gpuMilli": value}}), "DaemonSet")["kubegpu-device-plugin"]
+    (plugin,) = (c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "device-plugin")
+    assert {e["name"]: e.get("value") for e in plugin["env"]}.get("GPU_MILLI") == env
 
 
 def test_named_configs_run_the_config_manager_beside_the_plugin_with_nvidias_env() -> None:

@@ -64,8 +64,9 @@ EMPTY = Attribution(holders={})
 
 def is_gpu_resource(name: str, extra: Iterable[str] = ()) -> bool:
     """True for the resources whose devices are attributed: ``nvidia.com/gpu``, ``nvidia.com/mig-*``,
-    ``nvidia.com/gpu.shared`` and any name in ``extra`` (``--nvidia-resource-names``)."""
-    return naming.is_nvidia_gpu_resource(name) or name in extra
+    ``nvidia.com/gpu.shared``, kubegpu's ``kubegpu.io/gpu-milli`` and any name in ``extra``
+    (``--nvidia-resource-names``)."""
+    return naming.is_nvidia_gpu_resource(name) or name == naming.MILLI_RESOURCE or name in extra
 
 
 def base_id(device_id: str) -> str:

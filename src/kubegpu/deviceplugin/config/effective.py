@@ -384,6 +384,10 @@ def _flag_problem(config: Config, plugin_flags: bool = True) -> str | None:
             f"invalid --allocation-policy option: {plugin.allocation_policy} "
             f"(choose from {', '.join(flags.ALLOCATION_POLICIES)})"
         )
+    if plugin.gpu_milli is not None:
+        problem = flags.gpu_milli_problem(plugin.gpu_milli)
+        if problem:
+            return f"invalid --gpu-milli option: {plugin.gpu_milli!r}: {problem}"
     if not 0 < config.options.retry_interval_s <= 3600:
         return (
             f"invalid --registration-retry-interval option: {config.options.registration_retry_interval} "

@@ -70,6 +70,28 @@ def recovery_classes(text: str) -> frozenset[str] | None:
     return frozenset(str(int(i)) if i.isdigit() else i for i in items)
 
 
+def gpu_milli_selection(text: str) -> str | tuple[str, ...]:
+    """``--gpu-milli``: ``"all"``, or the GPU indices/UUIDs listed; ValueError naming what is wrong."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise ValueError("empty: give all, or GPU indices/UUIDs")
+    if items == [ALL_CLASSES]:
+        return ALL_CLASSES
+    for item in items:
+        if not (item.isdigit() or item.startswith("GPU-")):
+            raise ValueError(f"{item!r} is neither a GPU index nor a GPU UUID (GPU-…)")
+    return tuple(dict.fromkeys(items))
+
+
+def gpu_milli_problem(text: str) -> str | None:
+    """What is wrong with a ``--gpu-milli`` value (None: nothing)."""
+    try:
+        gpu_milli_selection(text)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 DEFAULT_GFD_OUTPUT = "/etc/kubernetes/node-feature-discovery/features.d/gfd"
 DEFAULT_MACHINE_TYPE_FILE = "/sys/class/dmi/id/product_name"
 
@@ -233,6 +255,12 @@ class PluginFlags:
         "(default: topology for whole GPUs, the shared policy for replicas)",
     )  # fmt: skip
     """kubegpu: preferred-allocation policy; unset = topology for whole GPUs, the shared policy for replicas."""
+    gpu_milli: str | None = flag(
+        None, nullable(strict_str), "gpuMilli", "--gpu-milli", "GPU_MILLI", "str",
+        "kubegpu: advertise these GPUs as kubegpu.io/gpu-milli, 1000 units each, instead of nvidia.com/gpu: all, "
+        "or GPU indices/UUIDs, comma-separated (default off)",
+    )  # fmt: skip
+    """kubegpu: which whole GPUs are advertised as ``kubegpu.io/gpu-milli`` units (None: none)."""
     health_recovery_quiet_period: str = flag(
         DEFAULT_QUIET_PERIOD, before(durations.normalise_seconds), "healthRecoveryQuietPeriod",
         "--health-recovery-quiet-period", "HEALTH_RECOVERY_QUIET_PERIOD", "seconds",

@@ -9,7 +9,8 @@ combinations — ``envvar`` (``NVIDIA_VISIBLE_DEVICES``), ``volume-mounts``
 ``cdi-annotations`` (one ``cdi.k8s.io/nvidia-device-plugin_<uuid4>`` annotation
 per call) and ``cdi-cri`` (``cdi_devices``) with vendor
 ``k8s.device-plugin.nvidia.com``; ``--pass-device-specs`` device nodes; IMEX
-channels; gdrcopy/GDS/MOFED env; MPS env and mounts.
+channels; gdrcopy/GDS/MOFED env; MPS env and mounts; a fractional (``kubegpu.io/gpu-milli``) container's
+units all on one GPU and its share env (:mod:`.milli`).
 
 Health is deliberately not checked, as NVIDIA does not: the kubelet only hands
 out healthy devices, and a container restart must get its devices again.
@@ -36,6 +37,7 @@ from kubegpu.deviceplugin import naming
 from kubegpu.deviceplugin.config.effective import Config
 from kubegpu.deviceplugin.config.flags import MPS_CONTAINER_ROOT
 from kubegpu.deviceplugin.errors import InvalidRequest
+from kubegpu.deviceplugin.rm import milli
 from kubegpu.deviceplugin.rm.resources import Resource
 
 #: The environment variable the NVIDIA container runtime reads.
@@ -135,6 +137,8 @@ class ResponseOptions:
     mps_root: str = ""
     #: Where client containers get the MPS root's pipe directories (NVIDIA: ``/mps``, where its daemon runs them).
     mps_container_root: str = MPS_CONTAINER_ROOT
+    #: MPS is the node's sharing strategy: fractional (milli) containers get the MPS client limits too.
+    mps: bool = False
     imex_channels: tuple[int, ...] = ()
     cdi_features: tuple[str, ...] = ()
 
@@ -155,6 +159,7 @@ class ResponseOptions:
             mofed=flags.mofed_enabled,
             mps_root=flags.mps_root,
             mps_container_root=config.options.mps_container_root,
+            mps=config.sharing_strategy == "mps",
             imex_channels=tuple(config.imex.channel_ids if imex_channels is None else imex_channels),
             cdi_features=tuple(cdi_features or ()),
         )
@@ -174,6 +179,11 @@ class ResponseOptions:
 def check(resource: Resource, device_ids: Sequence[str]) -> None:
     """NVIDIA's request checks; raises :class:`~kubegpu.deviceplugin.errors.InvalidRequest` with its texts."""
     validate(resource, device_ids)
+    if resource.is_milli and device_ids:  # an empty request is valid (above) and has no GPU to be on
+        try:
+            milli.one_gpu(resource, device_ids)
+        except milli.ShareError as exc:
+            raise invalid(resource.name, str(exc)) from None
     sharing, fail_greater_than_one = resource.sharing, resource.fail_requests_greater_than_one
     if (
         sharing != "none"
@@ -230,6 +240,9 @@ def container_edits(
         envs[MPS_PIPE_ENV] = pipe
         mounts.append(Mount(container_path=pipe, host_path=mps_pipe_dir(options.mps_root, resource.name)))
         mounts.append(Mount(container_path="/dev/shm", host_path=posixpath.join(options.mps_root, "shm")))
+
+    if resource.is_milli and device_ids:
+        envs.update(milli.share_env(resource, device_ids, mps=options.mps))
 
     for feature, env in FEATURES:
         if options.feature_enabled(feature):
