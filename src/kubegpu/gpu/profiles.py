@@ -6,6 +6,13 @@ and converting machines to and from the canonical, fully expanded JSON form
 that the fake NVML library and ``--topology`` files read. Must not simulate
 behaviour over time (that is :mod:`kubegpu.gpu.simulated`) and must not talk to NVML.
 
+Each shipped profile has its canonical expansion precomputed beside it
+(``gpu/profiles/canonical/<name>.json``, written by :func:`write_canonical`), tagged
+with the CRC-32 of the YAML it came from: a plugin starting on a shipped profile
+reads that JSON and never imports PyYAML (~16 ms of its start). A YAML file whose
+CRC no longer matches its twin is parsed as before, so a stale twin costs time,
+never a wrong machine; ``tests/gpu/test_profiles.py`` keeps the twins current.
+
 Profile format (checked with :mod:`kubegpu.common.validation`, the project's one validator: every
 problem is named by its key path, unknown keys included)::
 
@@ -31,14 +38,11 @@ from __future__ import annotations
 
 import functools
 import json
-import uuid as uuidlib
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from kubegpu.common.validation import (
     MISSING_KEY,
@@ -60,7 +64,8 @@ from kubegpu.common.validation import (
 from kubegpu.gpu import errors
 from kubegpu.gpu.model import Gpu, Machine, MigDevice, PcieLink, Topology
 
-_UUID_NAMESPACE = uuidlib.UUID("0b4b1f0e-6a57-4d5c-9f4e-6b7562656770")
+#: The namespace of :func:`stable_uuid` (uuid5).
+_UUID_NAMESPACE = "0b4b1f0e-6a57-4d5c-9f4e-6b7562656770"
 
 
 @dataclass(frozen=True)
@@ -205,16 +210,38 @@ class _Profile:
     nvswitch: _NvSwitch | None = field(default=None, metadata=_opt(model(_NvSwitch)))
 
 
-#: libyaml's safe loader when PyYAML was built with it (several times faster), else the pure-Python one.
-_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
 #: Keys of the ``--topology`` JSON form.
 _TOPOLOGY_KEYS = {"gpus", "pcie", "nvlink", "numa", "nvswitch", "nvswitch_links"}
 
 
 def profiles_dir() -> Path:
-    """The directory of the shipped profiles inside the installed package."""
-    return Path(str(resources.files("kubegpu.gpu") / "profiles"))
+    """The directory of the shipped profiles inside the installed package (a plain directory: the wheel is
+    installed unzipped, so ``importlib.resources`` and what it imports are not needed at start)."""
+    return Path(__file__).parent / "profiles"
+
+
+def canonical_path(name: str) -> Path:
+    """Where the precomputed canonical JSON of shipped profile ``name`` lives."""
+    return profiles_dir() / "canonical" / f"{name}.json"
+
+
+def canonical_document(name: str) -> str:
+    """The text :func:`write_canonical` writes for shipped profile ``name``: its YAML's CRC-32 and expansion."""
+    raw = (profiles_dir() / f"{name}.yaml").read_bytes()
+    machine = _load_path(profiles_dir() / f"{name}.yaml", name, use_canonical=False)
+    document = {"yaml_crc32": zlib.crc32(raw), "machine": machine_to_dict(machine)}
+    return json.dumps(document, indent=1, sort_keys=True) + "\n"
+
+
+def write_canonical() -> list[Path]:
+    """Write the canonical twin of every shipped profile (``python -m kubegpu.gpu.profiles``); the paths written."""
+    written = []
+    for name in available():
+        path = canonical_path(name)
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(canonical_document(name), encoding="utf-8")
+        written.append(path)
+    return written
 
 
 def available() -> list[str]:
@@ -236,23 +263,37 @@ def load(name_or_path: str) -> Machine:
 
 @functools.cache
 def _load_shipped(name: str) -> Machine:
-    return _load_path(profiles_dir() / f"{name}.yaml", name)
+    return _load_path(profiles_dir() / f"{name}.yaml", name, use_canonical=True)
 
 
-def _load_path(path: Path, name_or_path: str) -> Machine:
+def _canonical_twin(name: str, raw: bytes) -> Machine | None:
+    """The precomputed machine of shipped profile ``name`` when its twin was made from exactly ``raw``."""
+    try:
+        document = json.loads(canonical_path(name).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(document, dict) or document.get("yaml_crc32") != zlib.crc32(raw):
+        return None
+    return machine_from_dict(document["machine"], source=str(canonical_path(name)))
+
+
+def _load_path(path: Path, name_or_path: str, use_canonical: bool = False) -> Machine:
     if not path.is_file():
         raise errors.ProfileError(
             f"unknown machine profile {name_or_path!r}: not a shipped profile ({', '.join(available())}) and not a file"
         )
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise errors.ProfileError(f"{path}: not a machine profile (not UTF-8 text)") from None
     except OSError as exc:
         raise errors.ProfileError(f"{path}: cannot read: {exc.strerror}") from exc
+    if use_canonical and (machine := _canonical_twin(path.stem, raw)) is not None:
+        return machine
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=_SAFE_LOADER)
-    except (yaml.YAMLError, json.JSONDecodeError, RecursionError) as exc:
+        data = json.loads(text) if path.suffix == ".json" else _parse_yaml(text)
+    except (ValueError, RecursionError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise errors.ProfileError(f"{path}: not valid YAML/JSON: {first}") from None
     if not isinstance(data, dict):
@@ -260,6 +301,21 @@ def _load_path(path: Path, name_or_path: str) -> Machine:
     if "topology" in data:  # canonical JSON
         return machine_from_dict(data, source=str(path))
     return from_profile(data, source=str(path))
+
+
+class _YamlError(ValueError):
+    """PyYAML's error, as a ValueError, so that callers need not import PyYAML to catch it."""
+
+
+def _parse_yaml(text: str) -> Any:
+    """The YAML document in ``text``, with libyaml's safe loader when PyYAML was built with it (several times
+    faster), else the pure-Python one. PyYAML is imported here, on the first profile that needs it."""
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        raise _YamlError(str(exc) or type(exc).__name__) from None
 
 
 def _need(data: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...]) -> Any:
@@ -312,7 +368,9 @@ def _pcie_relation(a: Sequence[str], b: Sequence[str], board_a: str | None, boar
 
 def stable_uuid(prefix: str, key: str) -> str:
     """A deterministic NVIDIA-style UUID (``GPU-…``/``MIG-…``) for a simulated device."""
-    return f"{prefix}-{uuidlib.uuid5(_UUID_NAMESPACE, key)}"
+    import uuid  # only when a profile is expanded (the shipped ones come expanded)
+
+    return f"{prefix}-{uuid.uuid5(uuid.UUID(_UUID_NAMESPACE), key)}"
 
 
 def from_profile(data: Mapping[str, Any], source: str = "<profile>") -> Machine:
@@ -617,3 +675,8 @@ def machine_from_dict(data: Mapping[str, Any], source: str = "<machine>") -> Mac
 def export_json(m: Machine) -> str:
     """The canonical JSON text of a machine, stable for diffs."""
     return json.dumps(machine_to_dict(m), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":
+    for written in write_canonical():
+        print(written)

@@ -45,7 +45,6 @@ from kubegpu.deviceplugin.config.effective import Config
 from kubegpu.deviceplugin.config.flags import recovery_classes
 from kubegpu.deviceplugin.config.v1 import ConfigError
 from kubegpu.deviceplugin.errors import DevicePluginError, KubeletUnavailable, MpsNotReady
-from kubegpu.deviceplugin.mps import control
 from kubegpu.deviceplugin.plugin import registration, server
 from kubegpu.deviceplugin.plugin.host import HostError, HostView, imex_channels
 from kubegpu.deviceplugin.plugin.metrics import PluginMetrics
@@ -437,7 +436,11 @@ class Supervisor:
         assert self.monitor is not None
         config = self.config
         using_mps = [r.name for r in served if r.sharing == "mps" and r.is_shared]
-        problem = control.readiness_problem(Path(config.flags.mps_root), using_mps) if using_mps else None
+        problem = None
+        if using_mps:
+            from kubegpu.deviceplugin.mps import control  # only MPS-shared resources need the daemons' state
+
+            problem = control.readiness_problem(Path(config.flags.mps_root), using_mps)
         if problem is not None:
             raise MpsNotReady(problem)
         for resource in served:

@@ -1,0 +1,69 @@
+"""The plugin's start path imports only what registration needs (issue 16: start -> registered <= 150 ms).
+
+A real ``kubegpu plugin`` process on a simulated machine registers with a real ``kubegpu kubelet`` emulator
+while Python reports every import it makes (``PYTHONPROFILEIMPORTTIME``, the environment form of
+``python -X importtime``); the modules named here cost start time and memory that only some configurations
+need, and are imported where those configurations are handled.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from pathlib import Path
+
+import pytest
+
+from kubegpu.demo.localnode import LocalNode
+
+#: Modules a plugin serving plain GPUs of a shipped simulated profile must not import before it is stopped.
+NOT_ON_THE_START_PATH = (
+    "yaml",  # shipped profiles are read from their precomputed canonical JSON
+    "uuid",  # imports platform; CDI annotation ids are made from os.urandom
+    "platform",
+    "importlib.resources",  # the profiles directory is next to the module
+    "importlib.metadata",
+    "pkg_resources",
+    "lightkube",  # only with --node-name
+    "prometheus_client",  # only with --metrics-listen
+    "kubegpu.deviceplugin.cdi",  # only with a cdi-* device list strategy
+    "kubegpu.deviceplugin.mps.control",  # only for MPS-shared resources
+    "kubegpu.gpu.nvml",  # only without --machine
+    "kubegpu.gpu.telemetry",  # the plugin never samples telemetry
+    "pynvml",
+    "numpy",
+    "http.server",
+    "zipfile",
+)
+
+IMPORT_LINE = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$", re.MULTILINE)
+
+
+def imported_by_a_start(plugin_args: list[str]) -> set[str]:
+    """Every module a plugin imported from exec until SIGTERM, having registered its 8 GPUs."""
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    with LocalNode(machine="dgx-a100", plugin_args=plugin_args, env=env) as node:
+        node.start_kubelet()
+        node.start_plugin()
+        node.wait_for(lambda s: s["resources"].get("nvidia.com/gpu", {}).get("allocatable") == 8, timeout=30)
+        node.stop("plugin", signal.SIGTERM)
+        log = node.log("plugin")
+    return set(IMPORT_LINE.findall(log))
+
+
+def loaded(modules: set[str], name: str) -> bool:
+    return any(m == name or m.startswith(name + ".") for m in modules)
+
+
+@pytest.mark.e2e
+def test_a_plain_start_imports_nothing_registration_does_not_need() -> None:
+    modules = imported_by_a_start([])
+    assert "grpc" in modules and "kubegpu.deviceplugin.plugin.supervisor" in modules  # the report is read
+    assert [name for name in NOT_ON_THE_START_PATH if loaded(modules, name)] == []
+
+
+@pytest.mark.e2e
+def test_a_cdi_start_imports_the_cdi_spec_writer_it_needs(tmp_path: Path) -> None:
+    modules = imported_by_a_start(["--device-list-strategy", "cdi-annotations", "--cdi-spec-dir", str(tmp_path)])
+    assert loaded(modules, "kubegpu.deviceplugin.cdi")
