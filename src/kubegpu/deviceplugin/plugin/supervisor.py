@@ -50,7 +50,7 @@ from kubegpu.deviceplugin.plugin.host import HostError, HostView, imex_channels
 from kubegpu.deviceplugin.plugin.metrics import PluginMetrics
 from kubegpu.deviceplugin.plugin.monitor import HealthMonitor
 from kubegpu.deviceplugin.plugin.watcher import Identity, KubeletSocketWatcher
-from kubegpu.deviceplugin.rm import health, mig_caps, nodegpus, preferred, resource_map, responses, xids
+from kubegpu.deviceplugin.rm import health, mig_caps, preferred, resource_map, responses, xids
 from kubegpu.deviceplugin.rm.resources import Resource
 from kubegpu.gpu import errors as gpu_errors
 from kubegpu.gpu.backend import GpuBackend
@@ -313,8 +313,9 @@ class Supervisor:
         if not node_name:
             return None
         # Imported only here: the API client (lightkube) costs start time and ~7 MiB that a plugin without
-        # --node-name need not pay.
+        # --node-name need not pay; the node description needs the machine profiles' JSON forms.
         from kubegpu.deviceplugin.plugin import pods, publisher
+        from kubegpu.deviceplugin.rm import nodegpus
 
         try:
             node = publisher.connect(node_name, self.config.options.kubeconfig)
