@@ -127,7 +127,7 @@ class SimulatedBackend:
     def _watch_journal(self, stack: contextlib.ExitStack) -> Any:
         """An inotify watch on the journal's directory (entered on ``stack``), or None to poll instead."""
         try:
-            from asyncinotify import Inotify, Mask
+            from kubegpu.common.inotify import Inotify, Mask
 
             inotify = stack.enter_context(Inotify())
             inotify.add_watch(self.fault_file.parent, Mask.MODIFY | Mask.CREATE | Mask.MOVED_TO | Mask.CLOSE_WRITE)

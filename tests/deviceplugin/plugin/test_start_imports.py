@@ -35,6 +35,9 @@ NOT_ON_THE_START_PATH = (
     "numpy",
     "http.server",
     "zipfile",
+    "asyncinotify",  # its libc lookup runs ldconfig; kubegpu.common.inotify dlopens the process's own
+    "ctypes.util",
+    "tempfile",
 )
 
 IMPORT_LINE = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$", re.MULTILINE)
