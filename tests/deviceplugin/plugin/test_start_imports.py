@@ -20,6 +20,7 @@ from kubegpu.demo.localnode import LocalNode
 #: Modules a plugin serving plain GPUs of a shipped simulated profile must not import before it is stopped.
 NOT_ON_THE_START_PATH = (
     "yaml",  # shipped profiles are read from their precomputed canonical JSON
+    "kubegpu.gpu.compact",  # ... so the compact profile schema is not built either
     "uuid",  # imports platform; CDI annotation ids are made from os.urandom
     "platform",
     "importlib.resources",  # the profiles directory is next to the module
