@@ -39,6 +39,7 @@ NOT_ON_THE_START_PATH = (
     "asyncinotify",  # its libc lookup runs ldconfig; kubegpu.common.inotify dlopens the process's own
     "ctypes.util",
     "tempfile",
+    "concurrent.futures.thread",  # discovery runs in a thread of its own, not asyncio's executor
 )
 
 IMPORT_LINE = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$", re.MULTILINE)
