@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 from kubegpu.demo.localnode import LocalNode
+from tests.fake_nvml import harness
+
+pytest_plugins = ["tests.fake_nvml.fixtures"]
 
 #: Modules a plugin serving plain GPUs of a shipped simulated profile must not import before it is stopped.
 NOT_ON_THE_START_PATH = (
@@ -45,10 +48,12 @@ NOT_ON_THE_START_PATH = (
 IMPORT_LINE = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$", re.MULTILINE)
 
 
-def imported_by_a_start(plugin_args: list[str]) -> set[str]:
+def imported_by_a_start(
+    plugin_args: list[str], machine: str | None = "dgx-a100", env: dict[str, str] | None = None
+) -> set[str]:
     """Every module a plugin imported from exec until SIGTERM, having registered its 8 GPUs."""
-    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
-    with LocalNode(machine="dgx-a100", plugin_args=plugin_args, env=env) as node:
+    env = {**(os.environ if env is None else env), "PYTHONPROFILEIMPORTTIME": "1"}
+    with LocalNode(machine=machine, plugin_args=plugin_args, env=env) as node:
         node.start_kubelet()
         node.start_plugin()
         node.wait_for(lambda s: s["resources"].get("nvidia.com/gpu", {}).get("allocatable") == 8, timeout=30)
@@ -66,6 +71,19 @@ def test_a_plain_start_imports_nothing_registration_does_not_need() -> None:
     modules = imported_by_a_start([])
     assert "grpc" in modules and "kubegpu.deviceplugin.plugin.supervisor" in modules  # the report is read
     assert [name for name in NOT_ON_THE_START_PATH if loaded(modules, name)] == []
+
+
+@pytest.mark.e2e
+def test_a_start_on_nvml_imports_nothing_registration_does_not_need(tmp_path: Path, fake_library: Path) -> None:
+    fake = harness.stage(tmp_path / "fake", "dgx-a100", fake_library)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBEGPU_FAKE_NVML") and k != "LD_LIBRARY_PATH"}
+    env.update(fake.env, KUBEGPU_SYSFS_ROOT=str(fake.sysfs_root), LD_LIBRARY_PATH=str(fake.library_dir))
+    modules = imported_by_a_start([], machine=None, env=env)
+    assert loaded(modules, "kubegpu.gpu.nvml") and "pynvml" in modules
+    # pynvml imports ctypes.util (and through it tempfile) at its top
+    nvml_path = [n for n in NOT_ON_THE_START_PATH if n not in ("kubegpu.gpu.nvml", "pynvml", "ctypes.util", "tempfile")]
+    assert [name for name in nvml_path if loaded(modules, name)] == []
+    assert "kubegpu.gpu.profiles" not in modules  # no machine profile on a real node
 
 
 @pytest.mark.e2e
