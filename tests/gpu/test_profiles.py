@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,15 @@ def test_a_twin_made_from_other_yaml_is_not_used() -> None:
     raw = (profiles.profiles_dir() / "dgx-a100.yaml").read_bytes()
     assert profiles._canonical_twin("dgx-a100", raw + b"# edited\n") is None
     assert profiles._canonical_twin("no-such-profile", raw) is None
+
+
+def test_a_damaged_twin_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = (profiles.profiles_dir() / "dgx-a100.yaml").read_bytes()
+    twin = tmp_path / "dgx-a100.json"
+    monkeypatch.setattr(profiles, "canonical_path", lambda name: tmp_path / f"{name}.json")
+    for text in ("{not json", json.dumps({"yaml_crc32": zlib.crc32(raw), "machine": {"gpus": 3}})):
+        twin.write_text(text)
+        assert profiles._canonical_twin("dgx-a100", raw) is None
 
 
 def test_a_shipped_profile_is_parsed_once_and_a_profile_file_at_every_load(tmp_path: Path) -> None:

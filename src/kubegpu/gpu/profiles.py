@@ -116,7 +116,10 @@ def _canonical_twin(name: str, raw: bytes) -> Machine | None:
         return None
     if not isinstance(document, dict) or document.get("yaml_crc32") != zlib.crc32(raw):
         return None
-    return machine_from_dict(document["machine"], source=str(canonical_path(name)))
+    try:
+        return machine_from_dict(document.get("machine") or {}, source=str(canonical_path(name)))
+    except errors.ProfileError:  # a damaged twin: the YAML is the source
+        return None
 
 
 def _load_path(path: Path, name_or_path: str, use_canonical: bool = False) -> Machine:
