@@ -288,9 +288,27 @@ def test_the_mps_daemon_runs_only_when_a_config_shares_with_mps() -> None:
     assert daemon["spec"]["template"]["spec"]["hostPID"] is True
     mounts = daemon["spec"]["template"]["spec"]["initContainers"][0]
     assert mounts["command"] == ["mps-control-daemon", "mount-shm"]
-    assert mounts["volumeMounts"][0]["mountPropagation"] == "Bidirectional"
+    assert mounts["volumeMounts"] == [{"name": "mps-root", "mountPath": "/mps", "mountPropagation": "Bidirectional"}]
+    assert "env" not in mounts
     plugin = next(c for c in containers(daemonsets["kubegpu-device-plugin"]) if c["name"] == "device-plugin")
     assert {"name": "MPS_ROOT", "value": "/run/nvidia/mps"} in plugin["env"]
+
+
+def test_mps_follows_nvidias_layout_host_root_at_mps_and_its_shm_at_dev_shm() -> None:
+    """As NVIDIA's chart: the host's mps.root is /mps in the plugin and the daemon, <root>/shm their /dev/shm; only
+    the plugin is told the host path (MPS_ROOT), to put it into clients' mounts."""
+    daemonsets = by_kind(rendered("mps"), "DaemonSet")
+    pods = (("kubegpu-device-plugin", "device-plugin"), ("kubegpu-mps-control-daemon", "mps-control-daemon"))
+    for name, container in pods:
+        spec = daemonsets[name]["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        assert volumes["mps-root"]["hostPath"] == {"path": "/run/nvidia/mps", "type": "DirectoryOrCreate"}
+        assert volumes["mps-shm"]["hostPath"] == {"path": "/run/nvidia/mps/shm"}
+        (main,) = [c for c in spec["containers"] if c["name"] == container]
+        mounted = {m["name"]: m["mountPath"] for m in main["volumeMounts"]}
+        assert (mounted["mps-root"], mounted["mps-shm"]) == ("/mps", "/dev/shm")
+    daemon = next(c for c in containers(daemonsets["kubegpu-mps-control-daemon"]) if c["name"] == "mps-control-daemon")
+    assert all(e["name"] != "MPS_ROOT" for e in daemon["env"])
 
 
 def test_the_scheduler_runs_two_leader_elected_replicas() -> None:

@@ -618,6 +618,8 @@ def test_bad_quiet_periods_are_refused(value: str, message: str) -> None:
 def test_registration_retry_interval_is_a_command_line_option() -> None:
     assert load().options.retry_interval_s == 30.0
     assert load(["--registration-retry-interval", "2.5"]).options.retry_interval_s == 2.5
+    assert load([]).options.mps_check_interval_s == 5.0
+    assert load([]).options.mps_container_root == "/mps"
     assert load([], {"REGISTRATION_RETRY_INTERVAL": "1m"}).options.retry_interval_s == 60.0
 
 
@@ -654,8 +656,9 @@ def test_a_binary_config_file_is_a_config_error_naming_it(tmp_path: Path) -> Non
     [
         (["--registration-retry-interval", "0"], "invalid --registration-retry-interval option: 0s"),
         (["--registration-retry-interval", "2h"], "must be within (0, 3600] seconds"),
+        (["--mps-check-interval", "0"], "invalid --mps-check-interval option: 0s (must be within (0, 3600] seconds)"),
     ],
-    ids=["zero", "too-long"],
+    ids=["zero", "too-long", "mps-check-zero"],
 )
 def test_out_of_range_retry_intervals_are_refused_with_the_range(argv: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):

@@ -330,14 +330,18 @@ def _default_resources(resources: Mapping[str, Any], mig_strategy: str) -> dict[
     return out
 
 
-def validate_flags(config: Config) -> None:
-    """NVIDIA's checks at (re)start, with its texts, prefixed "unable to validate flags: "."""
-    problem = _flag_problem(config)
+def validate_flags(config: Config, *, plugin_flags: bool = True) -> None:
+    """NVIDIA's checks at (re)start, with its texts, prefixed "unable to validate flags: ".
+
+    ``plugin_flags=False`` (the MPS daemon) leaves out what only the plugin takes: the host ``--mps-root``
+    (the daemon works under ``--mps-container-root`` alone, as NVIDIA's) and the plugin's intervals.
+    """
+    problem = _flag_problem(config, plugin_flags)
     if problem:
         raise ConfigError(f"unable to validate flags: {problem}")
 
 
-def _flag_problem(config: Config) -> str | None:
+def _flag_problem(config: Config, plugin_flags: bool = True) -> str | None:
     plugin = config.flags.plugin
     strategies = plugin.device_list_strategy
     if not strategies:
@@ -353,7 +357,7 @@ def _flag_problem(config: Config) -> str | None:
     if config.sharing_strategy == "mps":
         if config.flags.mig_strategy == "mixed":
             return "using --mig-strategy=mixed is not supported with MPS"
-        if not config.flags.mps_root:
+        if plugin_flags and not config.flags.mps_root:
             return "using MPS requires --mps-root to be specified"
     if config.flags.device_discovery_strategy not in flags.DISCOVERY_STRATEGIES:
         return f"invalid --device-discovery-strategy option {config.flags.device_discovery_strategy}"
@@ -372,6 +376,11 @@ def _flag_problem(config: Config) -> str | None:
     if not 0 < config.options.retry_interval_s <= 3600:
         return (
             f"invalid --registration-retry-interval option: {config.options.registration_retry_interval} "
+            "(must be within (0, 3600] seconds)"
+        )
+    if plugin_flags and not 0 < config.options.mps_check_interval_s <= 3600:
+        return (
+            f"invalid --mps-check-interval option: {config.options.mps_check_interval} "
             "(must be within (0, 3600] seconds)"
         )
     if plugin.quiet_period_s < 0:

@@ -48,6 +48,8 @@ DEFAULT_WHOLE_GPU_POLICY = policies.DEFAULT_WHOLE_GPU_POLICY
 ALLOCATION_POLICIES = (policies.BEST_EFFORT, policies.TOPOLOGY, *policies.SHARED_POLICIES)
 DEFAULT_CDI_SPEC_DIR = "/var/run/cdi"
 DEFAULT_MPS_ROOT_HELM = "/run/nvidia/mps"
+#: Where NVIDIA's chart mounts the MPS root in the plugin, the MPS daemon and client containers (``mps.ContainerRoot``).
+MPS_CONTAINER_ROOT = "/mps"
 DEFAULT_QUIET_PERIOD = "0s"
 #: ``--health-recovery-xids`` words besides XID numbers: double-bit ECC errors, failed event waits, every class.
 ECC_CLASS = "ecc"
@@ -307,8 +309,8 @@ class Flags:
     )  # fmt: skip
     mps_root: str = flag(
         "", _STR, "mpsRoot", "--mps-root", "MPS_ROOT", "str",
-        f"host directory of MPS pipes, logs, shm and readiness files; required for MPS (helm: {DEFAULT_MPS_ROOT_HELM})",
-        programs=("plugin", "mps"),
+        "host directory of MPS pipes, logs, shm and readiness files, put into containers' mounts; required for MPS "
+        f"(helm: {DEFAULT_MPS_ROOT_HELM}); the plugin and the daemon see it at --mps-container-root",
     )  # fmt: skip
     gdrcopy_enabled: bool = flag(
         False, _BOOL, "gdrcopyEnabled", "--gdrcopy-enabled", "GDRCOPY_ENABLED", "bool", "inject gdrcopy (default false)"
@@ -395,10 +397,27 @@ class Options:
         "kubegpu: the cluster of --node-name (default $KUBECONFIG, else the in-cluster service account)",
     )  # fmt: skip
     """kubegpu: kubeconfig for ``node_name``'s API calls; None: ``$KUBECONFIG`` or in-cluster."""
+    mps_container_root: str = option(
+        MPS_CONTAINER_ROOT, "--mps-container-root", "KUBEGPU_MPS_CONTAINER_ROOT", "path",
+        "kubegpu: where the MPS root is mounted in the plugin, the MPS daemon and client containers "
+        f"(default {MPS_CONTAINER_ROOT}, fixed in NVIDIA's plugin; only tests change it)",
+        programs=("plugin", "mps"),
+    )  # fmt: skip
+    """kubegpu: the container path of the MPS root (NVIDIA: always ``/mps``); pipes, logs, ``.ready`` live under it."""
+    mps_check_interval: str = option(
+        "5s", "--mps-check-interval", "KUBEGPU_MPS_CHECK_INTERVAL", "seconds",
+        "kubegpu: while serving MPS resources, check the MPS daemon this often (readiness files and control pipe); "
+        "seconds or a Go duration (default 5s, NVIDIA's MPS readiness poll)",
+    )  # fmt: skip
+    """kubegpu: how often a serving plugin checks its MPS daemon (Unhealthy while it is down)."""
 
     @property
     def retry_interval_s(self) -> float:
         return durations.duration_seconds(durations.normalise_seconds(self.registration_retry_interval))
+
+    @property
+    def mps_check_interval_s(self) -> float:
+        return durations.duration_seconds(durations.normalise_seconds(self.mps_check_interval))
 
 
 def declared(cls: type[Any], key: tuple[str, ...] = ()) -> Iterator[tuple[str, tuple[str, ...] | None, Cli]]:

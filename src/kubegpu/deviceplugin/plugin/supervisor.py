@@ -3,8 +3,9 @@
 Owns the order of things — open the backend and discover the machine, build
 its resources under the effective config (:func:`.resource_map.build`), write
 the CDI specs when a CDI strategy is on, start the health monitor, wait for the
-kubelet (and for the MPS daemons of MPS resources), then per resource serve
-the DevicePlugin socket and register it — and every restart:
+kubelet (and for the MPS daemons of MPS resources, watched from then on:
+:mod:`.mpswatch`), then per resource serve the DevicePlugin socket and register
+it — and every restart:
 
 * kubelet.sock created anew (a kubelet restart): stop all servers **first**,
   which ends their ListAndWatch streams, then serve and register again; there
@@ -60,6 +61,7 @@ from kubegpu.gpu.model import Machine
 
 if TYPE_CHECKING:
     from kubegpu.deviceplugin.plugin import pods, publisher
+    from kubegpu.deviceplugin.plugin.mpswatch import MpsWatch
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +183,7 @@ class Supervisor:
             self.watcher.poll_interval = watcher_poll_interval
         self.servers: dict[str, server.PluginServer] = {}
         self.monitor: HealthMonitor | None = None
+        self.mps_watch: MpsWatch | None = None
         self.registrations = 0
         self.registered = asyncio.Event()  # set while every resource is served (and registered, with a kubelet)
         self._pending: Literal["stop", "restart"] | None = None
@@ -323,6 +326,7 @@ class Supervisor:
                 recoverable=recovery_classes(config.flags.plugin.health_recovery_xids),
             )
             self.monitor = HealthMonitor(backend, served, book, self.metrics)
+            self.mps_watch = self._mps_watch(served, self.monitor)
             node = self._node_api(machine, served, self.monitor)
             node_pods = None if node is None else node[1]
             handlers = {r.name: handlers_for(r, machine, config, options, view, node_pods) for r in served}
@@ -331,6 +335,9 @@ class Supervisor:
                 return await self._serve(served, handlers)
             finally:
                 await self._stop_servers()
+                if self.mps_watch is not None:
+                    await self.mps_watch.stop()
+                    self.mps_watch = None
                 await self.monitor.stop()
                 if node is not None:
                     await node[0].stop()
@@ -367,6 +374,19 @@ class Supervisor:
         node_pods.start()
         log.info("publishing the GPUs on the node", extra={"node": node_name, "annotation": nodegpus.GPUS_ANNOTATION})
         return node, node_pods
+
+    def _mps_watch(self, served: tuple[Resource, ...], monitor: HealthMonitor) -> MpsWatch | None:
+        """The watch of the MPS daemons when some resource is shared with MPS, else None."""
+        using_mps = [r.name for r in served if r.sharing == "mps" and r.is_shared]
+        if not using_mps:
+            return None
+        # Imported only here: plugins without MPS need neither the daemons' state nor subprocess.
+        from kubegpu.deviceplugin.mps import control
+        from kubegpu.deviceplugin.plugin.mpswatch import MpsWatch
+
+        options = self.config.options
+        check = control.DaemonCheck(Path(options.mps_container_root), using_mps)
+        return MpsWatch(check, monitor, options.mps_check_interval_s)
 
     def _mig_minors(self, simulated: bool) -> mig_caps.MigMinors | None:
         """The host's MIG capability minors (NVML), or None for the driver's numbering (simulated machines)."""
@@ -469,15 +489,11 @@ class Supervisor:
 
     async def _start_servers(self, served: tuple[Resource, ...], handlers: dict[str, server.Handlers]) -> None:
         assert self.monitor is not None
-        config = self.config
-        using_mps = [r.name for r in served if r.sharing == "mps" and r.is_shared]
-        problem = None
-        if using_mps:
-            from kubegpu.deviceplugin.mps import control  # only MPS-shared resources need the daemons' state
-
-            problem = control.readiness_problem(Path(config.flags.mps_root), using_mps)
-        if problem is not None:
-            raise MpsNotReady(problem)
+        if self.mps_watch is not None:
+            problem = await self.mps_watch.check()
+            if problem is not None:
+                raise MpsNotReady(problem)
+            self.mps_watch.start()
         for resource in served:
             plugin = server.PluginServer(
                 resource, self.socket_dir / resource.socket_name, handlers[resource.name], self.metrics

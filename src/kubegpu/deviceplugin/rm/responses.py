@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from kubegpu.deviceplugin import naming
 from kubegpu.deviceplugin.config.effective import Config
+from kubegpu.deviceplugin.config.flags import MPS_CONTAINER_ROOT
 from kubegpu.deviceplugin.errors import InvalidRequest
 from kubegpu.deviceplugin.rm.resources import Resource
 
@@ -49,8 +50,6 @@ VOLUME_MOUNT_DIR = "/var/run/nvidia-container-devices"
 #: Control nodes passed with ``--pass-device-specs``, in NVIDIA's order, when present.
 CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
 IMEX_CHANNEL_DIR = "/dev/nvidia-caps-imex-channels"
-#: Where the MPS root is mounted in the plugin and daemon containers; containers see pipes under it.
-MPS_CONTAINER_ROOT = "/mps"
 MPS_PIPE_ENV = "CUDA_MPS_PIPE_DIRECTORY"
 #: Extra CDI classes and the env var each sets when enabled.
 FEATURES = (("gdrcopy", "NVIDIA_GDRCOPY"), ("gds", "NVIDIA_GDS"), ("mofed", "NVIDIA_MOFED"))
@@ -136,6 +135,8 @@ class ResponseOptions:
     gds: bool = False
     mofed: bool = False
     mps_root: str = ""
+    #: Where client containers get the MPS root's pipe directories (NVIDIA: ``/mps``, where its daemon runs them).
+    mps_container_root: str = MPS_CONTAINER_ROOT
     imex_channels: tuple[int, ...] = ()
     cdi_features: tuple[str, ...] = ()
 
@@ -155,6 +156,7 @@ class ResponseOptions:
             gds=flags.gds_enabled,
             mofed=flags.mofed_enabled,
             mps_root=flags.mps_root,
+            mps_container_root=config.options.mps_container_root,
             imex_channels=tuple(config.imex.channel_ids if imex_channels is None else imex_channels),
             cdi_features=tuple(cdi_features or ()),
         )
@@ -236,7 +238,7 @@ def container_edits(
 
     sharing = resource.sharing
     if sharing == "mps":
-        pipe = mps_pipe_dir(MPS_CONTAINER_ROOT, resource.name)
+        pipe = mps_pipe_dir(options.mps_container_root, resource.name)
         envs[MPS_PIPE_ENV] = pipe
         mounts.append(Mount(container_path=pipe, host_path=mps_pipe_dir(options.mps_root, resource.name)))
         mounts.append(Mount(container_path="/dev/shm", host_path=posixpath.join(options.mps_root, "shm")))
