@@ -59,7 +59,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "dashboard": {"enabled": True},
         "exporter": {"serviceMonitor": {"enabled": True}},
         "nodeAgent": {"enabled": True},
-        "gfd": {"sleepInterval": "30s", "noTimestamp": True},
+        "gfd": {"sleepInterval": "30s", "noTimestamp": True, "useNodeFeatureAPI": True},
         "config": {"map": {"mps": MPS, "plain": "version: v1\n"}, "default": "plain"},
     },
 }

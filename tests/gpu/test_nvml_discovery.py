@@ -168,3 +168,15 @@ def test_a_driver_without_the_versioned_profile_calls_is_read_with_the_unversion
         d.profile for d in SimulatedBackend("a100-mig").discover().mig_devices()
     ]
     assert set(refused) == {"nvmlDeviceGetGpuInstanceProfileInfoV", "nvmlGpuInstanceGetComputeInstanceProfileInfoV"}
+
+
+def test_vgpus_are_read_from_the_pci_config_space_as_gfd_reads_them(nvml_machine: OpenMachine) -> None:
+    import dataclasses
+
+    from kubegpu.gpu.model import VgpuHost
+
+    base = profiles.load("pcie-4xt4")
+    host = VgpuHost("550.54.16", "r550_40")
+    vm = dataclasses.replace(base, gpus=tuple(dataclasses.replace(g, vgpu=host) for g in base.gpus))
+    _, backend = nvml_machine(vm)
+    assert [g.vgpu for g in backend.discover().gpus] == [host] * 4

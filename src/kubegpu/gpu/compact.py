@@ -11,6 +11,7 @@ classes. Must not read files.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,7 @@ from kubegpu.common.validation import (
     validate,
 )
 from kubegpu.gpu import errors
-from kubegpu.gpu.model import Gpu, Machine, MigDevice, PcieLink, Topology, parse_compute_capability
+from kubegpu.gpu.model import Fabric, Gpu, Machine, MigDevice, PcieLink, Topology, VgpuHost, parse_compute_capability
 
 #: The namespace of :func:`stable_uuid` (uuid5).
 _UUID_NAMESPACE = "0b4b1f0e-6a57-4d5c-9f4e-6b7562656770"
@@ -164,6 +165,18 @@ class _NvSwitch:
 
 
 @dataclass(frozen=True, kw_only=True)
+class _NvlinkFabric:
+    cluster_uuid: str = field(metadata=checked(strict_str))
+    clique_id: int = field(metadata=checked(strict_int))
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Vgpu:
+    host_driver_version: str = field(metadata=checked(_text))
+    host_driver_branch: str = field(metadata=checked(_text))
+
+
+@dataclass(frozen=True, kw_only=True)
 class _Profile:
     """A compact profile document (module docstring), checked with the project's one validator."""
 
@@ -177,6 +190,8 @@ class _Profile:
     nvlink: Any = field(default=None, metadata=checked(_any))
     """``"i-j": count`` pairs; their rules need the GPU count, so they are checked on expansion."""
     nvswitch: _NvSwitch | None = field(default=None, metadata=_opt(model(_NvSwitch)))
+    nvlink_fabric: _NvlinkFabric | None = field(default=None, metadata=_opt(model(_NvlinkFabric)))
+    vgpu: _Vgpu | None = field(default=None, metadata=_opt(model(_Vgpu)))
 
 
 def _cc(value: Any, where: str) -> tuple[int, int]:
@@ -207,8 +222,6 @@ def _pcie_relation(a: Sequence[str], b: Sequence[str], board_a: str | None, boar
 
 def stable_uuid(prefix: str, key: str) -> str:
     """A deterministic NVIDIA-style UUID (``GPU-…``/``MIG-…``) for a simulated device."""
-    import uuid  # only when a profile is expanded (the shipped ones come expanded)
-
     return f"{prefix}-{uuid.uuid5(uuid.UUID(_UUID_NAMESPACE), key)}"
 
 
@@ -221,6 +234,8 @@ def expand(data: Mapping[str, Any], source: str = "<profile>") -> Machine:
     name = doc.name
     fabric = doc.nvswitch.fabric if doc.nvswitch is not None else None
     fabric_links = doc.nvswitch.links if doc.nvswitch is not None else 0
+    nvlink_fabric = _fabric(doc.nvlink_fabric, source)
+    vgpu = VgpuHost(doc.vgpu.host_driver_version, doc.vgpu.host_driver_branch) if doc.vgpu is not None else None
 
     gpus: list[Gpu] = []
     paths: list[list[str]] = []
@@ -268,6 +283,8 @@ def expand(data: Mapping[str, Any], source: str = "<profile>") -> Machine:
                 pci_class=int(optional("pci_class", 0x0302)),
                 serial=f"{1320000000000 + i}",
                 vbios_version="92.00.45.00.05",
+                fabric=nvlink_fabric,
+                vgpu=vgpu,
             )
         )
         if mig_enabled and not mig_capable:
@@ -312,6 +329,18 @@ def expand(data: Mapping[str, Any], source: str = "<profile>") -> Machine:
         )
     except ValueError as exc:
         raise errors.ProfileError(f"{source}: {exc}") from exc
+
+
+def _fabric(doc: _NvlinkFabric | None, source: str) -> Fabric | None:
+    if doc is None:
+        return None
+    try:
+        cluster = str(uuid.UUID(doc.cluster_uuid))
+    except ValueError:
+        raise errors.ProfileError(f"{source}: nvlink_fabric.cluster_uuid: {doc.cluster_uuid!r} is not a UUID") from None
+    if doc.clique_id < 0:
+        raise errors.ProfileError(f"{source}: nvlink_fabric.clique_id: must be >= 0, got {doc.clique_id}")
+    return Fabric(cluster, doc.clique_id)
 
 
 def _mig_devices(

@@ -24,6 +24,9 @@ path, unknown keys included)::
     cuda_driver_version: "12.4"
     gpu: {product_name, memory_mib, compute_capability: "8.0", ...}   # defaults
     nvswitch: {fabric: fabric0, links: 12}   # optional: every GPU on one fabric
+    nvlink_fabric: {cluster_uuid: <uuid>, clique_id: 1}   # optional: every GPU registered with a multi-node
+                                   # NVLink fabric (NVML fabric info; GPU feature discovery's gpu.clique)
+    vgpu: {host_driver_version: 550.54.16, host_driver_branch: r550_40}   # optional: vGPUs of a VM
     gpus:
       - {pci_bus_id: "00000000:07:00.0", numa: 0, pcie: [cpu0, hb0, sw0, sw0a],
          minor: 0, board: b0, mig: [1g.10gb, 2g.20gb]}   # minor/board/mig optional
@@ -47,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubegpu.common.validation import MISSING_KEY, UNKNOWN_KEY
 from kubegpu.gpu import errors
-from kubegpu.gpu.model import Gpu, Machine, MigDevice, PcieLink, Topology, parse_compute_capability
+from kubegpu.gpu.model import Fabric, Gpu, Machine, MigDevice, PcieLink, Topology, VgpuHost, parse_compute_capability
 
 if TYPE_CHECKING:
     from kubegpu.gpu.compact import MigProfileSpec
@@ -308,6 +311,15 @@ def machine_to_dict(m: Machine) -> dict[str, Any]:
                 "pci_class": g.pci_class,
                 "serial": g.serial,
                 "vbios_version": g.vbios_version,
+                "fabric": None
+                if g.fabric is None
+                else {"cluster_uuid": g.fabric.cluster_uuid, "clique_id": g.fabric.clique_id},
+                "vgpu": None
+                if g.vgpu is None
+                else {
+                    "host_driver_version": g.vgpu.host_driver_version,
+                    "host_driver_branch": g.vgpu.host_driver_branch,
+                },
                 "mig_devices": [
                     {
                         "uuid": d.uuid,
@@ -359,6 +371,12 @@ def machine_from_dict(data: Mapping[str, Any], source: str = "<machine>") -> Mac
                 pci_class=int(g["pci_class"]),
                 serial=str(g.get("serial", "")),
                 vbios_version=str(g.get("vbios_version", "")),
+                fabric=Fabric(str(g["fabric"]["cluster_uuid"]), int(g["fabric"]["clique_id"]))
+                if g.get("fabric")
+                else None,
+                vgpu=VgpuHost(str(g["vgpu"]["host_driver_version"]), str(g["vgpu"]["host_driver_branch"]))
+                if g.get("vgpu")
+                else None,
             )
             migs = tuple(MigDevice(parent_uuid=gpu.uuid, parent_index=gpu.index, **d) for d in g.get("mig_devices", []))
             gpus.append(replace(gpu, mig_devices=migs))

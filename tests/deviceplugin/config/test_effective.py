@@ -578,10 +578,12 @@ def test_print_config_rejects_a_bad_flag_value_with_exit_2(capsys: pytest.Captur
 def test_gfd_flags_use_their_own_env_names() -> None:
     parser = argparse.ArgumentParser()
     effective.add_gfd_arguments(parser)
-    cfg = effective.load_gfd(parser.parse_args([]), {"GFD_ONESHOT": "true", "GFD_SLEEP_INTERVAL": "infinite"})
+    env = {"GFD_ONESHOT": "true", "GFD_SLEEP_INTERVAL": "infinite", "NODE_NAME": "n1"}
+    cfg = effective.load_gfd(parser.parse_args([]), env)
     assert cfg.flags.gfd.oneshot is True
     assert cfg.flags.gfd.sleep_interval == "infinite"
-    cfg = effective.load_gfd(parser.parse_args(["-o", "-"]), {"GFD_MIG_STRATEGY": "mixed", "MIG_STRATEGY": "single"})
+    env = {"GFD_MIG_STRATEGY": "mixed", "MIG_STRATEGY": "single", "USE_NODE_FEATURE_API": "false"}
+    cfg = effective.load_gfd(parser.parse_args(["-o", "-"]), env)
     assert cfg.flags.gfd.output_file == "-"
     assert cfg.flags.mig_strategy == "mixed"
 

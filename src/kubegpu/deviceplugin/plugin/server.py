@@ -264,6 +264,8 @@ class PluginServer:
         """Remove a stale socket, serve, and check that the socket answers; raises :class:`PluginServeError`."""
         if len(os.fsencode(self.socket_path.absolute())) > MAX_SOCKET_PATH:
             raise PluginServeError(f"{self.socket_path}: longer than the {MAX_SOCKET_PATH} bytes a unix socket allows")
+        if not self.socket_path.parent.is_dir():  # gRPC's bind would fail with a page of core noise
+            raise PluginServeError(f"{self.socket_path}: directory {self.socket_path.parent} does not exist")
         try:
             _remove_stale(self.socket_path)
         except OSError as exc:

@@ -255,7 +255,7 @@ class Supervisor:
             # A daemon must not die on bad input: the config that runs now stays until a good one comes.
             log.error("config reload failed, keeping the running config", extra={"error": str(exc)})
             return
-        log.info("running with config", extra={"config": self.config.to_dict()})
+        log.info("running with config", extra={"config": self.config.running_config()})
 
     async def _discover(self, backend: GpuBackend) -> Machine | None:
         """The machine, or None when NVML cannot start and ``--fail-on-init-error=false`` says wait."""

@@ -86,14 +86,12 @@ def invalid(resource_name: str, reason: str) -> InvalidRequest:
 
 
 def validate(resource: Resource, device_ids: Sequence[str]) -> None:
-    """Raise :class:`InvalidRequest` naming the first unknown ID, or when no ID is requested.
+    """Raise :class:`InvalidRequest` naming the first unknown ID.
 
-    NVIDIA would answer an empty request with an empty ``NVIDIA_VISIBLE_DEVICES``;
-    the kubelet never sends one, so we refuse it instead of guessing what the
-    runtime makes of an empty list.
+    An empty request is valid, as in NVIDIA's ``ValidateRequest``: it gets the response NVIDIA's
+    ``getAllocateResponse`` builds for no devices (an empty ``NVIDIA_VISIBLE_DEVICES`` with ``envvar``, the
+    control device nodes with ``passDeviceSpecs``, the IMEX/MPS/feature edits, no CDI GPU device).
     """
-    if not device_ids:
-        raise invalid(resource.name, "no devices requested")
     for device_id in device_ids:
         if device_id not in resource.by_id:
             raise invalid(resource.name, f"unknown device: {device_id}")
