@@ -96,7 +96,7 @@ def test_the_shipped_mig_profile_table_names_agree_with_the_memory_rule() -> Non
         "NVIDIA H100 80GB HBM3": 81559 * MIB,
         "NVIDIA H200": H200,
     }
-    for product, specs in profiles.MIG_PROFILES.items():
+    for product, specs in profiles.mig_profiles().items():
         if product not in totals:
             continue  # a product added later is covered by the discovery tests of the profiles using it
         for name, spec in specs.items():
@@ -299,3 +299,10 @@ def _vgpu_config(**changes: int) -> bytes:
 def test_the_vgpu_host_is_read_from_nvidias_vendor_capability(config: bytes, host: tuple[str, str] | None) -> None:
     got = decode.vgpu_host(config)
     assert (None if got is None else (got.host_driver_version, got.host_driver_branch)) == host
+
+
+@pytest.mark.parametrize("raw", [bytes(range(16)), b"\xff" * 16, bytes(16)])
+def test_a_cluster_uuid_reads_as_the_uuid_module_writes_it(raw: bytes) -> None:
+    import uuid
+
+    assert decode.uuid_text(raw) == str(uuid.UUID(bytes=raw))

@@ -42,6 +42,15 @@ _SMI = {
 }
 
 
+def parse_compute_capability(value: object) -> tuple[int, int]:
+    """``'8.0'`` (or ``8.0``) as ``(8, 0)``; ValueError for anything else."""
+    try:
+        major, minor = str(value).split(".")
+        return int(major), int(minor)
+    except ValueError:
+        raise ValueError(f"compute capability must look like '8.0', got {value!r}") from None
+
+
 @dataclass(frozen=True)
 class Fabric:
     """The multi-node NVLink fabric a GPU is registered with: NVML's GPU fabric info when its state is

@@ -304,3 +304,15 @@ def test_any_unknown_id_is_refused_naming_the_first_one(requested: list[str]) ->
     with pytest.raises(InvalidRequest) as caught:
         plain([requested])
     assert str(caught.value).endswith(f"unknown device: {unknown[0]}")
+
+
+def test_the_cdi_annotation_uuid_is_a_random_version_4_uuid() -> None:
+    import uuid
+
+    values = {responses.random_uuid() for _ in range(200)}
+    assert len(values) == 200
+    for value in values:
+        parsed = uuid.UUID(value)
+        assert str(parsed) == value
+        assert parsed.version == 4
+        assert parsed.variant == uuid.RFC_4122

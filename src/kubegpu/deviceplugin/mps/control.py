@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -154,6 +153,8 @@ class Daemon:
                 errors.append(exc)
         with contextlib.suppress(FileNotFoundError):
             self.plan.started_file.unlink()
+        import shutil  # only when a daemon is stopped: not on the plugin's start path
+
         shutil.rmtree(self.plan.log_dir, ignore_errors=True)
         log.info("MPS daemon stopped", extra={"resource": self.plan.resource})
         if errors:

@@ -37,6 +37,7 @@ import functools
 import logging
 import os
 import signal
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -51,7 +52,7 @@ from kubegpu.deviceplugin.plugin.host import HostError, HostView, imex_channels
 from kubegpu.deviceplugin.plugin.metrics import PluginMetrics
 from kubegpu.deviceplugin.plugin.monitor import HealthMonitor
 from kubegpu.deviceplugin.plugin.watcher import Identity, KubeletSocketWatcher
-from kubegpu.deviceplugin.rm import health, mig_caps, nodegpus, preferred, resource_map, responses, xids
+from kubegpu.deviceplugin.rm import health, mig_caps, preferred, resource_map, responses, xids
 from kubegpu.deviceplugin.rm.resources import Resource
 from kubegpu.gpu import errors as gpu_errors
 from kubegpu.gpu.backend import GpuBackend
@@ -72,6 +73,39 @@ NO_DEVICES = "No devices found. Waiting indefinitely."
 PROC_ROOT = Path("/proc")
 
 Outcome = Literal["stop", "restart", "kubelet", "timeout"]
+
+
+async def _in_thread(call: Callable[[], Machine]) -> Machine:
+    """``call()`` in a thread of its own that ends with it (NVML's init may block the loop for seconds).
+
+    Not ``asyncio.to_thread``: its executor's worker would stay for the life of the process for one
+    discovery per start, and the executor module is not needed otherwise.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Machine] = loop.create_future()
+
+    def run() -> None:
+        deliver: Callable[[], object]
+        try:
+            result = call()
+        except BaseException as exc:
+            deliver = functools.partial(_settle, done, error=exc)
+        else:
+            deliver = functools.partial(_settle, done, result=result)
+        with contextlib.suppress(RuntimeError):  # the loop closed first: nobody waits any more
+            loop.call_soon_threadsafe(deliver)
+
+    threading.Thread(target=run, name="discover", daemon=True).start()
+    return await done
+
+
+def _settle(done: asyncio.Future[Machine], result: Machine | None = None, error: BaseException | None = None) -> None:
+    if done.done():  # the waiter was cancelled (a stop during a slow discovery)
+        return
+    if error is not None:
+        done.set_exception(error)
+    elif result is not None:
+        done.set_result(result)
 
 
 class StartupFailed(DevicePluginError):
@@ -226,7 +260,7 @@ class Supervisor:
     async def _discover(self, backend: GpuBackend) -> Machine | None:
         """The machine, or None when NVML cannot start and ``--fail-on-init-error=false`` says wait."""
         try:
-            return await asyncio.to_thread(backend.discover)
+            return await _in_thread(backend.discover)
         except gpu_errors.GpuError as exc:
             if self.config.flags.fail_on_init_error:
                 hint = " (use --machine PROFILE for a simulated machine)" if self.config.options.machine is None else ""
@@ -320,8 +354,9 @@ class Supervisor:
         if not node_name:
             return None
         # Imported only here: the API client (lightkube) costs start time and ~7 MiB that a plugin without
-        # --node-name need not pay.
+        # --node-name need not pay; the node description needs the machine profiles' JSON forms.
         from kubegpu.deviceplugin.plugin import pods, publisher
+        from kubegpu.deviceplugin.rm import nodegpus
 
         try:
             node = publisher.connect(node_name, self.config.options.kubeconfig)

@@ -5,7 +5,7 @@ Owns the list NVIDIA's plugin appends to ``resources.mig`` at start under mixed
 profile the node's MIG-capable GPUs can be partitioned into — not only the ones configured now — whose
 compute slices equal its GPU slices, in go-nvlib's visit order (GPUs by index, then GPU-instance profile
 enum), each profile once. The profiles a GPU supports come from the product's table
-(:data:`kubegpu.gpu.profiles.MIG_PROFILES`); a product without one offers the profiles its MIG devices
+(:data:`kubegpu.gpu.compact.MIG_PROFILES`); a product without one offers the profiles its MIG devices
 have now (all we know of it). Pure: no I/O; must not decide how resources are advertised
 (:mod:`kubegpu.deviceplugin.rm.resource_map`).
 """
@@ -13,9 +13,9 @@ have now (all we know of it). Pure: no I/O; must not decide how resources are ad
 from __future__ import annotations
 
 from kubegpu.deviceplugin import naming
+from kubegpu.gpu.compact import MIG_PROFILES
 from kubegpu.gpu.model import Gpu, Machine
 from kubegpu.gpu.nvml import decode
-from kubegpu.gpu.profiles import MIG_PROFILES
 
 
 def _profiles(gpu: Gpu) -> list[str]:

@@ -28,8 +28,8 @@ device specs follow the request order with duplicates dropped (NVIDIA repeats
 
 from __future__ import annotations
 
+import os
 import posixpath
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -203,13 +203,23 @@ def runtime_ids(resource: Resource, device_ids: Sequence[str], id_strategy: str)
     return list(dict.fromkeys(by_physical[p] for p in physical))
 
 
+def random_uuid() -> str:
+    """A random (version 4, RFC 4122 variant) UUID as text, like ``str(uuid.uuid4())``; the ``uuid`` module is
+    not imported for it (it imports ``platform``, ~2.5 ms of the plugin's start)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40
+    raw[8] = raw[8] & 0x3F | 0x80
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def container_edits(
     resource: Resource,
     device_ids: Sequence[str],
     options: ResponseOptions,
     *,
     exists: Callable[[str], bool],
-    new_uuid: Callable[[], str] = lambda: str(uuid.uuid4()),
+    new_uuid: Callable[[], str] = random_uuid,
 ) -> ContainerEdits:
     """The edits for one container request, after :func:`check`.
 
@@ -290,7 +300,7 @@ def allocate_all(
     options: ResponseOptions,
     *,
     exists: Callable[[str], bool],
-    new_uuid: Callable[[], str] = lambda: str(uuid.uuid4()),
+    new_uuid: Callable[[], str] = random_uuid,
 ) -> list[ContainerEdits]:
     """One :class:`ContainerEdits` per container request, in order; any bad request fails the whole call."""
     return [container_edits(resource, ids, options, exists=exists, new_uuid=new_uuid) for ids in requests]

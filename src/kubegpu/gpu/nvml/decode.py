@@ -13,7 +13,6 @@ calculation, tested with tables and properties.
 from __future__ import annotations
 
 import math
-import uuid as uuidlib
 from collections.abc import Sequence
 
 from kubegpu.gpu.backend import HealthEventKind
@@ -348,7 +347,16 @@ def fabric(cluster_uuid: bytes, status: int, clique_id: int, state: int) -> Fabr
     # nvidia-ml-py declares ``state`` (an unsigned char in nvml.h) as a 32-bit field: only its low byte is ours.
     if (state & 0xFF) != FABRIC_STATE_COMPLETED or status != 0 or not any(cluster_uuid):
         return None
-    return Fabric(str(uuidlib.UUID(bytes=bytes(cluster_uuid[:16]))), int(clique_id))
+    return Fabric(uuid_text(bytes(cluster_uuid[:16])), int(clique_id))
+
+
+def uuid_text(raw: bytes) -> str:
+    """16 bytes as a UUID's text (``str(uuid.UUID(bytes=raw))``) without importing ``uuid``, which imports
+    ``platform``: the plugin's start on NVML reads every GPU's fabric info."""
+    if len(raw) != 16:
+        raise ValueError(f"a UUID is 16 bytes, got {len(raw)}")
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 #: PCI config space: the status register's "capability list" bit, the first capability's pointer, the vendor-specific
