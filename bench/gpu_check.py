@@ -157,6 +157,17 @@ def fake_setup(profile: str, work: Path) -> tuple[dict[str, str], str]:
     return env, str(node.driver_root)
 
 
+def cpu_ms(pid: int) -> float:
+    """CPU time (ms) run by the process's live threads (``/proc/<pid>/task/*/schedstat``, nanoseconds)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except OSError:
+            continue
+    return total / 1e6
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench/gpu_check.py", description=__doc__.splitlines()[0])
     parser.add_argument("--fake-profile", metavar="NAME", help="use the fake libnvidia-ml.so.1 showing this profile")
@@ -209,6 +220,7 @@ def main(argv: list[str]) -> int:
         line("start_to_registered_s", f"{registered['ts'] - t0:.3f}")
         line("start_to_devices_advertised_s", f"{advertised['ts'] - t0:.3f}")
         line("start_to_registered_ms", f"{(advertised['ts'] - t0) * 1000:.0f}")
+        line("start_cpu_ms", f"{cpu_ms(plugin.pid):.0f}")  # the start's cost, whatever else the machine runs
         line("plugin_rss_mib_registered", f"{rss_mib(plugin.pid):.1f}")
         line("rss_mib", f"{rss_mib(plugin.pid):.1f}")
 

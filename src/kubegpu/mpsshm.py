@@ -1,9 +1,12 @@
-"""``mps-control-daemon mount-shm``: the tmpfs MPS clients share, at ``<mps root>/shm``, as NVIDIA's init container.
+"""``mps-control-daemon mount-shm``: the tmpfs MPS clients share, at ``/mps/shm``, as NVIDIA's init container.
 
+``/mps`` is the container path of the host's MPS root (``--mps-container-root`` /
+``KUBEGPU_MPS_CONTAINER_ROOT`` move it, for tests only), so the tmpfs is ``<MPS_ROOT>/shm`` on the host: the
+source of the ``/dev/shm`` mount the plugin puts into MPS clients' containers, and of the daemon's ``/dev/shm``.
 Mounts a tmpfs with NVIDIA's options (``rw,nosuid,nodev,noexec,relatime``, ``size`` half of the node's memory, or
-``65536k`` when /proc/meminfo cannot tell) unless something is mounted there already; the plugin hands it to
-containers as ``/dev/shm``. Needs the privilege to mount (the chart's MPS init container is privileged, with
-Bidirectional mount propagation so the host and the plugin see it). Must not start MPS daemons.
+``65536k`` when /proc/meminfo cannot tell) unless something is mounted there already. Needs the privilege to
+mount (the chart's MPS init container is privileged, with Bidirectional mount propagation so the host and the
+plugin see it). Must not start MPS daemons.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+from kubegpu.deviceplugin.config.flags import MPS_CONTAINER_ROOT
 
 FALLBACK_SIZE = "65536k"
 OPTIONS = "rw,nosuid,nodev,noexec,relatime"
@@ -34,10 +39,14 @@ def main(argv: list[str]) -> int:
         prog="mps-control-daemon mount-shm", description=__doc__.splitlines()[0] if __doc__ else None
     )
     p.add_argument(
-        "--mps-root", default=os.environ.get("MPS_ROOT") or "/mps", help="MPS root (default /mps) [env MPS_ROOT]"
+        "--mps-container-root",
+        default=os.environ.get("KUBEGPU_MPS_CONTAINER_ROOT") or MPS_CONTAINER_ROOT,
+        metavar="PATH",
+        help=f"where the host's MPS root is mounted in this container (default {MPS_CONTAINER_ROOT}, as NVIDIA; "
+        "only tests change it) [env KUBEGPU_MPS_CONTAINER_ROOT]",
     )
     args = p.parse_args(argv)
-    target = Path(args.mps_root) / "shm"
+    target = Path(args.mps_container_root) / "shm"
     if os.path.ismount(target):
         print(f"{target} is already mounted")
         return 0

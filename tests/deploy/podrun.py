@@ -4,7 +4,10 @@ containers' argv and environment as the pod would give them, and the kubelet emu
 Every hostPath volume is a directory under one temporary "host" root (so two DaemonSets mounting the same host path
 share it), every mountPath in an arg or env value is rewritten to the host directory behind it, emptyDirs are fresh
 directories, configMap volumes hold the rendered ConfigMap's keys and ``fieldRef: spec.nodeName`` is the node's
-name. Used by the manifest-run and RBAC tests; must not assert anything.
+name (``metadata.namespace`` the workload's, ``metadata.name`` the pod's). A container path our programs use
+without being told (NVIDIA's fixed ``/mps``) is given to them, when the container mounts it, through the env var
+that moves it (:data:`FIXED_PATHS`). Used by the manifest-run and RBAC
+tests; must not assert anything.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import pytest
 from kubegpu.demo.localnode import LocalNode
 
 BIN = Path(sys.executable).parent
+#: Container paths built into our programs -> the env var that moves them (for tests only).
+FIXED_PATHS = {"/mps": "KUBEGPU_MPS_CONTAINER_ROOT"}
 MACHINE = "dgx-a100"
 NODE = "gpu-node-1"
 
@@ -37,6 +42,7 @@ class Pod:
     host: Path
     node_name: str
     mounts: dict[str, Path] = field(default_factory=dict)  # container mountPath -> directory here
+    pod_name: str = ""  # what ``fieldRef: metadata.name`` gives; empty: <workload>-<node>
 
     def __post_init__(self) -> None:
         spec = self.workload["spec"]["template"]["spec"]
@@ -84,8 +90,15 @@ class Pod:
                 environ[item["name"]] = self._map(item["value"], mounts)
             elif item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName":
                 environ[item["name"]] = self.node_name
+            elif item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
+                environ[item["name"]] = self.workload["metadata"].get("namespace", "default")
+            elif item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.name":
+                environ[item["name"]] = self.pod_name or f"{self.workload['metadata']['name']}-{self.node_name}"
             else:
                 raise AssertionError(f"env source not mapped by this test: {item}")
+        for path, variable in FIXED_PATHS.items():
+            if path in mounts:
+                environ[variable] = str(mounts[path])
         environ.update(env or {})
         return argv, environ
 

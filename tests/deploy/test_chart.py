@@ -59,7 +59,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "dashboard": {"enabled": True},
         "exporter": {"serviceMonitor": {"enabled": True}},
         "nodeAgent": {"enabled": True},
-        "gfd": {"sleepInterval": "30s", "noTimestamp": True},
+        "gfd": {"sleepInterval": "30s", "noTimestamp": True, "useNodeFeatureAPI": True},
         "config": {"map": {"mps": MPS, "plain": "version: v1\n"}, "default": "plain"},
     },
 }
@@ -130,8 +130,9 @@ def test_kubernetes_validate_rejects_an_unknown_field_in_strict_mode() -> None:
         ({"deviceListStrategy": "envvar,cdi"}, "/deviceListStrategy"),
         ({"scheduler": {"replicas": 0}}, "/scheduler/replicas"),
         ({"config": {"fallbackStrategies": ["first"]}}, "/config/fallbackStrategies/0"),
+        ({"devicePlugin": {"gpuMilli": "half"}}, "/devicePlugin/gpuMilli"),
     ],
-    ids=["enum", "unknown-key", "strategy-list", "minimum", "fallback"],
+    ids=["enum", "unknown-key", "strategy-list", "minimum", "fallback", "gpu-milli"],
 )
 def test_a_wrong_value_fails_at_install_naming_it(values: dict[str, Any], names: str) -> None:
     with pytest.raises(helm_sdkpy.InstallError, match=names):
@@ -265,6 +266,13 @@ def test_with_the_scheduler_the_plugin_publishes_its_gpus_with_just_the_rbac_it_
     assert "kubegpu-device-plugin" in by_kind(objects, "ServiceAccount")
 
 
+@pytest.mark.parametrize(("value", "env"), [(None, None), ("all", "all"), ("0,1,GPU-abc", "0,1,GPU-abc")])
+def test_gpu_milli_becomes_the_plugins_env_only_when_set(value: str | None, env: str | None) -> None:
+    ds = by_kind(helmrender.render({"devicePlugin": {"gpuMilli": value}}), "DaemonSet")["kubegpu-device-plugin"]
+    (plugin,) = (c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "device-plugin")
+    assert {e["name"]: e.get("value") for e in plugin["env"]}.get("GPU_MILLI") == env
+
+
 def test_named_configs_run_the_config_manager_beside_the_plugin_with_nvidias_env() -> None:
     objects = rendered("named-configs")
     ds = by_kind(objects, "DaemonSet")["kubegpu-device-plugin"]
@@ -288,9 +296,27 @@ def test_the_mps_daemon_runs_only_when_a_config_shares_with_mps() -> None:
     assert daemon["spec"]["template"]["spec"]["hostPID"] is True
     mounts = daemon["spec"]["template"]["spec"]["initContainers"][0]
     assert mounts["command"] == ["mps-control-daemon", "mount-shm"]
-    assert mounts["volumeMounts"][0]["mountPropagation"] == "Bidirectional"
+    assert mounts["volumeMounts"] == [{"name": "mps-root", "mountPath": "/mps", "mountPropagation": "Bidirectional"}]
+    assert "env" not in mounts
     plugin = next(c for c in containers(daemonsets["kubegpu-device-plugin"]) if c["name"] == "device-plugin")
     assert {"name": "MPS_ROOT", "value": "/run/nvidia/mps"} in plugin["env"]
+
+
+def test_mps_follows_nvidias_layout_host_root_at_mps_and_its_shm_at_dev_shm() -> None:
+    """As NVIDIA's chart: the host's mps.root is /mps in the plugin and the daemon, <root>/shm their /dev/shm; only
+    the plugin is told the host path (MPS_ROOT), to put it into clients' mounts."""
+    daemonsets = by_kind(rendered("mps"), "DaemonSet")
+    pods = (("kubegpu-device-plugin", "device-plugin"), ("kubegpu-mps-control-daemon", "mps-control-daemon"))
+    for name, container in pods:
+        spec = daemonsets[name]["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        assert volumes["mps-root"]["hostPath"] == {"path": "/run/nvidia/mps", "type": "DirectoryOrCreate"}
+        assert volumes["mps-shm"]["hostPath"] == {"path": "/run/nvidia/mps/shm"}
+        (main,) = [c for c in spec["containers"] if c["name"] == container]
+        mounted = {m["name"]: m["mountPath"] for m in main["volumeMounts"]}
+        assert (mounted["mps-root"], mounted["mps-shm"]) == ("/mps", "/dev/shm")
+    daemon = next(c for c in containers(daemonsets["kubegpu-mps-control-daemon"]) if c["name"] == "mps-control-daemon")
+    assert all(e["name"] != "MPS_ROOT" for e in daemon["env"])
 
 
 def test_the_scheduler_runs_two_leader_elected_replicas() -> None:

@@ -146,3 +146,65 @@ def test_the_scheduler_asks_only_and_all_of_what_its_roles_grant(tmp_path: Path,
     assert denied == [], f"asked but not granted: {denied}"
     unused = grants(granted) - {(r.group, r.resource, r.verb) for r in asked_all}
     assert unused == set(), f"granted but never asked: {sorted(unused)}"
+
+
+def test_the_exporter_asks_only_and_all_of_what_its_roles_grant(sock_dir: Path, procs: list[Any], kube: Any) -> None:
+    """The rendered exporter with pod labels, pod UIDs and ``-m`` through the proxy: the ConfigMap get, the
+    list/watch of its node's pods, and the get of a pod the kubelet lists but the watch does not hold."""
+    import asyncio
+
+    from lightkube.resources.core_v1 import ConfigMap
+    from lightkube.resources.core_v1 import Pod as KubePod
+
+    from kubegpu.gpu import profiles
+    from tests.monitoring import exposition
+    from tests.monitoring.exporter_process import scrape
+    from tests.monitoring.podresources_server import ListerServer
+    from tests.monitoring.podresources_server import Pod as Holder
+
+    kube.require_server()
+    values = {"exporter": {"podLabels": True, "podUID": True, "configmapData": f"{kube.namespace}:counters"}}
+    objects = helmrender.render(values)
+    granted = [*rules(objects, "ClusterRole", "kubegpu-exporter"), *rules(objects, "Role", "kubegpu-exporter-counters")]
+    node_name, elsewhere = kube.name("gpu-node"), kube.name("other-node")
+    client = kube.client()
+    client.create(
+        ConfigMap.from_dict(
+            {"metadata": {"name": "counters"}, "data": {"metrics": "DCGM_FI_DEV_GPU_TEMP, gauge, T.\n"}}
+        )
+    )
+    for name, node in (("here", node_name), ("moved", elsewhere)):
+        spec = {"nodeName": node, "containers": [{"name": "main", "image": "x"}]}
+        client.create(KubePod.from_dict({"metadata": {"name": name, "labels": {"app": name}}, "spec": spec}))
+    gpus = [g.uuid for g in profiles.load("pcie-4xt4").gpus]
+    upstream = yaml.safe_load(kube.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    pod = Pod(daemonset(objects, "exporter"), objects, sock_dir, node_name)
+    socket = sock_dir / "var" / "lib" / "kubelet" / "pod-resources" / "kubelet.sock"
+    socket.parent.mkdir(parents=True)
+
+    async def run() -> list[Request]:
+        async with ListerServer(socket) as lister:
+            lister.pods = [
+                Holder(kube.namespace, "here", {"main": [("nvidia.com/gpu", [gpus[0]])]}),
+                Holder(kube.namespace, "moved", {"main": [("nvidia.com/gpu", [gpus[1]])]}),
+            ]
+            with RecordingProxy(upstream) as proxy:
+                argv, env = pod.command("exporter", {"KUBECONFIG": str(proxy.kubeconfig(sock_dir / "kubeconfig"))})
+                port = free_port()
+                argv = [*listen_here(argv, "--listen", port), "--machine", "pcie-4xt4", "--collect-interval", "200"]
+                start(procs, [*argv, "--fault-file", str(sock_dir / "faults")], env, sock_dir / "exporter.log")
+
+                def labelled() -> bool:
+                    if http_get(port, "/health")[0] != 200:
+                        return False
+                    page = exposition.parse(scrape(f"http://127.0.0.1:{port}"))
+                    return {s.labels.get("app") for s in page.named("DCGM_FI_DEV_GPU_TEMP")} >= {"here", "moved"}
+
+                await asyncio.to_thread(wait_until, labelled, within=30, what="both pods' labels on their series")
+                return proxy.recorded()
+
+    asked = asyncio.run(run())
+    denied = [str(r) for r in asked if not allows(granted, r)]
+    assert denied == [], f"asked but not granted: {denied}"
+    unused = grants(granted) - {(r.group, r.resource, r.verb) for r in asked}
+    assert unused == set(), f"granted but never asked: {sorted(unused)}"

@@ -112,8 +112,10 @@ def test_mps_with_the_mps_daemon_shares_each_gpu_and_mounts_its_pipe(node: Start
     mps_root = tmp_path / "mps"
     config = tmp_path / "mps.yaml"
     config.write_text("sharing: {mps: {resources: [{name: gpu, replicas: 4}]}}")
-    common = ["--config-file", str(config), "--mps-root", str(mps_root)]
-    running = node("pcie-4xt4", *common)
+    # No mount namespaces here: the MPS root is at the same path for the host and both processes
+    # (tests/e2e/test_mps_chart_layout.py runs NVIDIA's chart layout, a host dir bound at the container path).
+    common = ["--config-file", str(config), "--mps-container-root", str(mps_root)]
+    running = node("pcie-4xt4", *common, "--mps-root", str(mps_root))
     daemon = subprocess.Popen(
         [
             *(sys.executable, "-m", "kubegpu", "mps-daemon", "--machine", "pcie-4xt4", *common),
@@ -128,10 +130,10 @@ def test_mps_with_the_mps_daemon_shares_each_gpu_and_mounts_its_pipe(node: Start
         wait_capacity(running, {"nvidia.com/gpu": 16})
         admitted = running.admit(pod_manifest("mps", 1))
         container = main(admitted)
-        assert container["envs"]["CUDA_MPS_PIPE_DIRECTORY"] == "/mps/nvidia.com/gpu/pipe"
+        assert container["envs"]["CUDA_MPS_PIPE_DIRECTORY"] == str(mps_root / "nvidia.com/gpu/pipe")
         mounts = {m["container_path"]: m["host_path"] for m in container["mounts"]}
         assert mounts == {
-            "/mps/nvidia.com/gpu/pipe": str(mps_root / "nvidia.com/gpu/pipe"),
+            str(mps_root / "nvidia.com/gpu/pipe"): str(mps_root / "nvidia.com/gpu/pipe"),
             "/dev/shm": str(mps_root / "shm"),
         }
         plugin_log = (running.log_dir / "plugin.log").read_text()

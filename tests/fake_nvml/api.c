@@ -279,6 +279,19 @@ API nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char *version, u
     END(copy_string(version, length, g->vbios));
 }
 
+API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *info) {
+    BEGIN();
+    GPU(device, g);
+    NEED(info);
+    /* A GPU without a multi-node NVLink fabric answers NOT_SUPPORTED, as a PCIe or HGX board does. */
+    if (!g->fabric_attached) END(NVML_ERROR_NOT_SUPPORTED);
+    memcpy(info->clusterUuid, g->cluster_uuid, sizeof info->clusterUuid);
+    info->status = NVML_SUCCESS;
+    info->cliqueId = g->clique_id;
+    info->state = NVML_GPU_FABRIC_STATE_COMPLETED;
+    END(NVML_SUCCESS);
+}
+
 API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
     BEGIN();
     GPU(device, g);

@@ -76,6 +76,10 @@ struct fake_gpu {
     fake_mig mig[FAKE_MAX_MIG];
     int n_links, link_capacity;
     fake_link links[FAKE_MAX_LINKS];
+    /* the NVLink fabric (the machine's "fabric" key): registered, its cluster UUID and clique */
+    int fabric_attached;
+    unsigned char cluster_uuid[16];
+    unsigned clique_id;
     /* the MIG profiles the product offers: a table of mig.c, or read off the layout (derived) */
     const fake_gi_profile *gi_profiles;
     int n_gi_profiles, ci_rev1, n_derived;

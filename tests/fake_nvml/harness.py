@@ -7,7 +7,7 @@ staged node — driver root holding the library as a driver installs it
 ``libcuda.so.<driver version>`` and its ``libcuda.so.1`` link, which CDI spec
 generation looks for), the machine's canonical JSON
 (``kubegpu.gpu.profiles.export_json``, the simulated backend's own truth),
-a sysfs tree with NUMA nodes, PCI classes and the DMI product name, and the
+a sysfs tree with NUMA nodes, PCI classes and config spaces and the DMI product name, and the
 control directory — and writing control-journal lines. Must not fake anything
 above the C library: the code under test talks to the library through pynvml.
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from kubegpu.gpu import profiles
-from kubegpu.gpu.model import Machine
+from kubegpu.gpu.model import Machine, VgpuHost
 from kubegpu.gpu.nvml import NvmlBackend, decode
 
 FAKE_DIR = Path(__file__).resolve().parent
@@ -130,6 +130,26 @@ class FakeNode:
             path.write_text(f"{code}\n")
 
 
+def pci_config(vgpu: VgpuHost | None) -> bytes:
+    """A GPU's 256-byte PCI config space as sysfs shows it to a privileged reader: NVIDIA's vendor id and, for a
+    vGPU, a capability list (power management, then NVIDIA's vendor-specific capability: the "VF" signature, one
+    record of another type, then the host-driver record with the version and branch, 10 NUL-padded bytes each)."""
+    config = bytearray(256)
+    config[0:2] = (0x10DE).to_bytes(2, "little")
+    if vgpu is None:
+        return bytes(config)
+    config[0x06] |= 0x10  # status: has a capability list
+    config[0x34] = 0x60  # the first capability
+    config[0x60:0x62] = bytes([0x01, 0xC8])  # power management, next at 0xC8
+    other = bytes([0x16, 3, 0xAA])  # a record of type 0x16, 3 bytes long
+    host = bytes([0x00, 22]) + vgpu.host_driver_version.encode().ljust(10, b"\0")
+    host += vgpu.host_driver_branch.encode().ljust(10, b"\0")
+    body = bytes([0x09, 0x00, 0]) + b"VF" + other + host
+    config[0xC8 : 0xC8 + len(body)] = body
+    config[0xCA] = len(body)
+    return bytes(config)
+
+
 def stage(root: Path, machine: Machine | str, lib: Path | None = None) -> FakeNode:
     """A node under ``root`` showing ``machine`` (a Machine or a profile name/path) through ``lib``."""
     machine = machine if isinstance(machine, Machine) else profiles.load(machine)
@@ -163,6 +183,7 @@ def stage(root: Path, machine: Machine | str, lib: Path | None = None) -> FakeNo
         device.mkdir(parents=True, exist_ok=True)
         (device / "numa_node").write_text(f"{-1 if gpu.numa_node is None else gpu.numa_node}\n")
         (device / "class").write_text(f"0x{gpu.pci_class:04x}00\n")
+        (device / "config").write_bytes(pci_config(gpu.vgpu))
     dmi = node.sysfs_root / "class" / "dmi" / "id"
     dmi.mkdir(parents=True, exist_ok=True)
     (dmi / "product_name").write_text(f"{machine.machine_type}\n")

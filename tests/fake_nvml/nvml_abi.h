@@ -148,6 +148,18 @@ typedef struct {
     char busId[32];
 } nvmlPciInfo_t;
 
+/* nvmlDeviceGetGpuFabricInfo: the multi-node NVLink fabric a GPU is registered with. */
+#define NVML_GPU_FABRIC_UUID_LEN 16
+#define NVML_GPU_FABRIC_STATE_NOT_SUPPORTED 0
+#define NVML_GPU_FABRIC_STATE_COMPLETED 3
+typedef unsigned char nvmlGpuFabricState_t;
+typedef struct {
+    unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    nvmlGpuFabricState_t state;
+} nvmlGpuFabricInfo_t;
+
 typedef struct {
     unsigned long long total;
     unsigned long long free;

@@ -176,6 +176,29 @@ static int layout_profile(const fake_mig *m) {
     return gi_profile_id(gi, m->gi_slices, m->memory_mib, m->parent->memory_mib);
 }
 
+/* A GPU's "fabric" ({cluster_uuid: "8-4-4-4-12 hex", clique_id: n}, or null: not fabric-attached). */
+static void load_fabric(loader *l, fake_gpu *g, const jval *fabric) {
+    if (!fabric || fabric->type == J_NULL) return;
+    char text[64];
+    str(l, fabric, "cluster_uuid", text, sizeof text);
+    int n = 0;
+    for (const char *c = text; *c && n < 32; c++) {
+        unsigned v;
+        if (*c == '-') continue;
+        if (sscanf(c, "%1x", &v) != 1) break;
+        if (n % 2 == 0) g->cluster_uuid[n / 2] = (unsigned char)(v << 4);
+        else g->cluster_uuid[n / 2] |= (unsigned char)v;
+        n++;
+    }
+    if (n != 32) {
+        complain("%s: fabric.cluster_uuid of GPU %s is not a UUID", l->source, g->uuid);
+        l->ok = 0;
+        return;
+    }
+    g->clique_id = (unsigned)num(l, fabric, "clique_id");
+    g->fabric_attached = 1;
+}
+
 static void load_mig(loader *l, fake_gpu *g, const jval *list) {
     for (size_t j = 0; j < list->count; j++) {
         const jval *d = list->items[j];
@@ -266,6 +289,7 @@ static fake_machine *build_machine(loader *l, const jval *root) {
         g->pci_device_id = 0x20B010DEu + ((unsigned)g->cc_major << 20);
         const jval *migs = json_get(src, "mig_devices");
         if (migs && migs->type == J_ARR) load_mig(l, g, migs);
+        load_fabric(l, g, json_get(src, "fabric"));
     }
     const jval *pcie = need(l, topo, "pcie", J_ARR);
     const jval *nvlink = need(l, topo, "nvlink", J_ARR);

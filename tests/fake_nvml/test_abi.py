@@ -35,6 +35,7 @@ STRUCTS = [
     ("nvmlComputeInstanceProfileInfo_v2_t", pynvml.c_nvmlComputeInstanceProfileInfo_v2_t, ["id", "name"]),
     ("nvmlComputeInstanceProfileInfo_v3_t", layouts.ComputeInstanceProfileInfoV3, ["id", "name", "capabilities"]),
     ("nvmlUUID_t", pynvml.c_nvmlUUID_t, ["version", "type", "value"]),
+    ("nvmlGpuFabricInfo_t", pynvml.c_nvmlGpuFabricInfo_t, ["clusterUuid", "status", "cliqueId", "state"]),
 ]
 
 #: (C macro, the version stamp nvidia-ml-py or nvml.h gives it)

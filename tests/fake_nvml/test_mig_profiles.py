@@ -73,11 +73,11 @@ def gpu_instance(handle: Any, mig_index: int) -> Any:
     return pynvml.nvmlDeviceGetGpuInstanceById(handle, pynvml.nvmlDeviceGetGpuInstanceId(mig))
 
 
-@pytest.mark.parametrize("product", sorted(profiles.MIG_PROFILES))
+@pytest.mark.parametrize("product", sorted(profiles.mig_profiles()))
 def test_every_simulated_mig_profile_reads_back_the_same_through_nvml(
     product: str, tmp_path: Path, nvml_machine: OpenMachine
 ) -> None:
-    table = profiles.MIG_PROFILES[product]
+    table = profiles.mig_profiles()[product]
     _, backend = nvml_machine(harness.mig_machine(tmp_path, product, [[]]))
     backend.discover()
     handle = pynvml.nvmlDeviceGetHandleByIndex(0)

@@ -45,6 +45,32 @@ def test_mig_profile_names_are_spelled_as_go_nvlib_spells_them(
     assert decode.mig_profile_name(gi, ci, mib, total) == name
 
 
+@pytest.mark.parametrize(
+    ("name", "slices", "mib", "total_mib", "gi"),
+    [
+        ("1g.10gb", 1, 9856, 81920, decode.GI_1_SLICE),
+        ("1g.20gb", 1, 19968, 81920, decode.GI_1_SLICE_REV2),
+        ("1g.10gb+me", 1, 9856, 81920, decode.GI_1_SLICE_REV1),
+        ("1c.2g.20gb", 2, 19968, 81920, decode.GI_2_SLICE),
+        ("7g.80gb", 7, 80384, 81920, decode.GI_7_SLICE),
+        ("1g.35gb", 1, 33536, 143771, decode.GI_1_SLICE_REV2),
+        ("1g.18gb+me.all", 1, 16896, 143771, decode.GI_1_SLICE_ALL_ME),
+        ("2c.4g.71gb+gfx", 4, 67840, 143771, decode.GI_4_SLICE_GFX),
+        ("1g.18gb-me", 1, 16896, 143771, decode.GI_1_SLICE_NO_ME),
+    ],
+    ids=lambda v: str(v),
+)
+def test_a_profile_name_gives_back_its_gpu_instance_profile(
+    name: str, slices: int, mib: int, total_mib: int, gi: int
+) -> None:
+    assert decode.gi_profile_id(name, slices, mib, total_mib) == gi
+
+
+def test_a_spelling_no_gpu_instance_profile_has_is_an_error() -> None:
+    with pytest.raises(ValueError, match=r"no GPU instance profile is spelled '3g\.40gb\+me' with 3 slices"):
+        decode.gi_profile_id("3g.40gb+me", 3, 40192, 81920)
+
+
 def test_mig_memory_rounds_half_away_from_zero_like_go() -> None:
     # 4/8 of 141 GiB is 70.5: Go's math.Round gives 71 where Python's round() would give 70.
     assert decode.mig_memory_gb(H200, 67840) == 71
@@ -70,7 +96,7 @@ def test_the_shipped_mig_profile_table_names_agree_with_the_memory_rule() -> Non
         "NVIDIA H100 80GB HBM3": 81559 * MIB,
         "NVIDIA H200": H200,
     }
-    for product, specs in profiles.MIG_PROFILES.items():
+    for product, specs in profiles.mig_profiles().items():
         if product not in totals:
             continue  # a product added later is covered by the discovery tests of the profiles using it
         for name, spec in specs.items():
@@ -224,3 +250,59 @@ def test_init_failure_text_names_cause_code_and_library() -> None:
     text = decode.init_failure(18, "/usr/lib64/libnvidia-ml.so.1", "RM has detected an NVML/RM version mismatch.")
     assert text.startswith("driver/library version mismatch")
     assert "NVML error 18" in text and "/usr/lib64/libnvidia-ml.so.1" in text
+
+
+CLUSTER = bytes.fromhex("6a0f3c1e58b24d7e9c412f8e7d5b9a10")
+
+
+@pytest.mark.parametrize(
+    ("cluster", "status", "clique", "state", "fabric"),
+    [
+        (CLUSTER, 0, 7, 3, ("6a0f3c1e-58b2-4d7e-9c41-2f8e7d5b9a10", 7)),
+        (CLUSTER, 0, 7, 0xABCD0003, ("6a0f3c1e-58b2-4d7e-9c41-2f8e7d5b9a10", 7)),  # nvidia-ml-py's 32-bit state
+        (bytes(16), 0, 7, 3, None),  # registered, but no cluster: not attached (go-nvlib)
+        (CLUSTER, 0, 7, 2, None),  # still in progress
+        (CLUSTER, 3, 7, 3, None),  # completed with an error
+    ],
+    ids=["attached", "state_low_byte_only", "zero_cluster", "in_progress", "failed"],
+)
+def test_fabric_info_is_an_attachment_only_when_completed_successfully_with_a_cluster(
+    cluster: bytes, status: int, clique: int, state: int, fabric: tuple[str, int] | None
+) -> None:
+    got = decode.fabric(cluster, status, clique, state)
+    assert (None if got is None else (got.cluster_uuid, got.clique_id)) == fabric
+
+
+def _vgpu_config(**changes: int) -> bytes:
+    from kubegpu.gpu.model import VgpuHost
+    from tests.fake_nvml.harness import pci_config
+
+    config = bytearray(pci_config(VgpuHost("550.54.16", "r550_40")))
+    for offset, value in changes.items():
+        config[int(offset[1:], 16)] = value
+    return bytes(config)
+
+
+@pytest.mark.parametrize(
+    ("config", "host"),
+    [
+        (_vgpu_config(), ("550.54.16", "r550_40")),
+        (_vgpu_config()[:64], None),  # what an unprivileged reader gets
+        (_vgpu_config(x06=0x00), None),  # no capability list
+        (_vgpu_config(xCB=ord("X")), None),  # a vendor capability without the VF signature
+        (_vgpu_config(x61=0x60), None),  # a capability chain that loops, never reaching the vendor one
+        (_vgpu_config(xCE=0), None),  # a record of length 0
+        (bytes(256), None),  # a passthrough GPU
+    ],
+    ids=["vgpu", "cut_short", "no_capabilities", "no_signature", "looped_chain", "endless_record", "passthrough"],
+)
+def test_the_vgpu_host_is_read_from_nvidias_vendor_capability(config: bytes, host: tuple[str, str] | None) -> None:
+    got = decode.vgpu_host(config)
+    assert (None if got is None else (got.host_driver_version, got.host_driver_branch)) == host
+
+
+@pytest.mark.parametrize("raw", [bytes(range(16)), b"\xff" * 16, bytes(16)])
+def test_a_cluster_uuid_reads_as_the_uuid_module_writes_it(raw: bytes) -> None:
+    import uuid
+
+    assert decode.uuid_text(raw) == str(uuid.UUID(bytes=raw))

@@ -73,7 +73,7 @@ def test_mig_profile_attributes_and_compute_instance_splits_are_spelled_like_go_
 ) -> None:
     base = profiles.load("a100-mig")
     layout = ("1g.10gb+me", "1c.2g.20gb", "1g.20gb", "3g.40gb")
-    spec = profiles.MIG_PROFILES[base.gpus[0].product_name]
+    spec = profiles.mig_profiles()[base.gpus[0].product_name]
     migs = tuple(
         MigDevice(
             uuid=profiles.stable_uuid("MIG", f"attr/{j}"),
@@ -134,12 +134,12 @@ def test_the_sysfs_root_defaults_to_the_environment_then_to_slash_sys(monkeypatc
     assert NvmlBackend(sysfs_root="/elsewhere").sysfs_root == "/elsewhere"
 
 
-@pytest.mark.parametrize("product", sorted(profiles.MIG_PROFILES))
+@pytest.mark.parametrize("product", sorted(profiles.mig_profiles()))
 def test_every_mig_profile_of_a_product_is_named_through_nvml_as_the_simulated_backend_names_it(
     product: str, tmp_path: Path, nvml_machine: OpenMachine
 ) -> None:
     # One GPU per profile, so every GPU- and compute-instance size the product offers is walked.
-    names = list(profiles.MIG_PROFILES[product])
+    names = list(profiles.mig_profiles()[product])
     machine = harness.mig_machine(tmp_path, product, [[name] for name in names])
     _, backend = nvml_machine(machine)
     got = backend.discover()
@@ -168,3 +168,15 @@ def test_a_driver_without_the_versioned_profile_calls_is_read_with_the_unversion
         d.profile for d in SimulatedBackend("a100-mig").discover().mig_devices()
     ]
     assert set(refused) == {"nvmlDeviceGetGpuInstanceProfileInfoV", "nvmlGpuInstanceGetComputeInstanceProfileInfoV"}
+
+
+def test_vgpus_are_read_from_the_pci_config_space_as_gfd_reads_them(nvml_machine: OpenMachine) -> None:
+    import dataclasses
+
+    from kubegpu.gpu.model import VgpuHost
+
+    base = profiles.load("pcie-4xt4")
+    host = VgpuHost("550.54.16", "r550_40")
+    vm = dataclasses.replace(base, gpus=tuple(dataclasses.replace(g, vgpu=host) for g in base.gpus))
+    _, backend = nvml_machine(vm)
+    assert [g.vgpu for g in backend.discover().gpus] == [host] * 4

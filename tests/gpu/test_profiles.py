@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import pytest
@@ -141,7 +142,38 @@ def test_a_malformed_topology_file_names_the_problem(data: dict[str, object], me
 @pytest.mark.parametrize("name", profiles.available())
 def test_a_shipped_profile_reads_the_same_with_libyaml_and_pure_python_yaml(name: str) -> None:
     text = (profiles.profiles_dir() / f"{name}.yaml").read_text()
-    assert yaml.load(text, Loader=profiles._SAFE_LOADER) == yaml.load(text, Loader=yaml.SafeLoader)
+    libyaml = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    assert yaml.load(text, Loader=libyaml) == yaml.load(text, Loader=yaml.SafeLoader)
+    assert profiles._parse_yaml(text) == yaml.load(text, Loader=yaml.SafeLoader)
+
+
+@pytest.mark.parametrize("name", profiles.available())
+def test_a_shipped_profiles_canonical_twin_is_current(name: str) -> None:
+    current = profiles.canonical_document(name)
+    assert profiles.canonical_path(name).read_text() == current, "stale twin: run python -m kubegpu.gpu.profiles"
+
+
+@pytest.mark.parametrize("name", profiles.available())
+def test_a_shipped_profile_loads_from_its_twin_as_the_same_machine_as_from_its_yaml(name: str) -> None:
+    yaml_path = profiles.profiles_dir() / f"{name}.yaml"
+    twin = profiles._canonical_twin(name, yaml_path.read_bytes())
+    assert twin is not None
+    assert twin == profiles._load_path(yaml_path, name, use_canonical=False) == profiles.load(name)
+
+
+def test_a_twin_made_from_other_yaml_is_not_used() -> None:
+    raw = (profiles.profiles_dir() / "dgx-a100.yaml").read_bytes()
+    assert profiles._canonical_twin("dgx-a100", raw + b"# edited\n") is None
+    assert profiles._canonical_twin("no-such-profile", raw) is None
+
+
+def test_a_damaged_twin_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = (profiles.profiles_dir() / "dgx-a100.yaml").read_bytes()
+    twin = tmp_path / "dgx-a100.json"
+    monkeypatch.setattr(profiles, "canonical_path", lambda name: tmp_path / f"{name}.json")
+    for text in ("{not json", json.dumps({"yaml_crc32": zlib.crc32(raw), "machine": {"gpus": 3}})):
+        twin.write_text(text)
+        assert profiles._canonical_twin("dgx-a100", raw) is None
 
 
 def test_a_shipped_profile_is_parsed_once_and_a_profile_file_at_every_load(tmp_path: Path) -> None:

@@ -57,6 +57,7 @@ BUILTIN: tuple[ResourceType, ...] = (
     _builtin("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, short=("pc",)),
     _builtin("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, "status", short=("pdb",)),
     _builtin("coordination.k8s.io", "v1", "leases", "Lease", True),
+    _builtin("apps", "v1", "daemonsets", "DaemonSet", True, "status", short=("ds",)),
     _builtin(
         "apiextensions.k8s.io",
         "v1",

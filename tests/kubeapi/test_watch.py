@@ -256,3 +256,41 @@ def test_watch_on_a_single_objects_path_is_a_plain_get(kube: KubeEnv) -> None:
     kube.client().create(ConfigMap(metadata=ObjectMeta(name="single")))
     answer = kube.http().get(f"/api/v1/namespaces/{kube.namespace}/configmaps/single", params={"watch": "true"})
     assert answer.status_code == 200 and answer.json()["metadata"]["name"] == "single"
+
+
+async def test_a_change_queued_while_a_bookmark_is_due_is_still_delivered() -> None:
+    """A bookmark never carries a version past a change the watch has not sent yet: with a bookmark due every
+    millisecond and writes arriving all the while, every created object reaches the watch (the bookmark used to
+    jump to the store's newest version, and the change queued meanwhile was then skipped as already sent)."""
+    from lightkube import AsyncClient, KubeConfig
+
+    from tests.kubeapi.server import KubeApiServer
+
+    with KubeApiServer(bookmark_interval=0.001) as server:
+        client = AsyncClient(config=KubeConfig.from_file(server.kubeconfig), namespace="default")
+        listing = client.list(ConfigMap)
+        _ = [c async for c in listing]
+        request = client._client.prepare_request(
+            "list",
+            res=ConfigMap,
+            namespace="default",
+            watch=True,
+            params={"resourceVersion": listing.resourceVersion, "allowWatchBookmarks": "true", "timeoutSeconds": 60},
+        )
+        seen: set[str] = set()
+
+        async def watch() -> None:
+            async for event_type, obj in client._client.watch(request):
+                if event_type == "ADDED":
+                    seen.add(obj.metadata.name)
+
+        task = asyncio.ensure_future(watch())
+        names = [f"cm-{i}" for i in range(300)]
+        try:
+            for name in names:
+                await client.create(ConfigMap(metadata=ObjectMeta(name=name)))
+            await eventually(lambda: len(seen) == len(names), within=20, what="every ConfigMap ADDED on the watch")
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await client.close()

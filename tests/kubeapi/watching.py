@@ -145,13 +145,16 @@ async def serve_watch(
                 )
             except TimeoutError:
                 now = time.monotonic()
+                # A change can be queued while the timeout fires (wait_for cancels the get): only with nothing
+                # queued has every change up to the store's version been seen, so only then may a bookmark say so.
+                caught_up = subscription.queue.empty()
                 if deadline is not None and now >= deadline:
                     if bookmarks:  # as the watch cache does: the latest resourceVersion before the stream ends
-                        last_rv = max(last_rv, store.rv)
+                        last_rv = max(last_rv, store.rv) if caught_up else last_rv
                         await response.write(_line("BOOKMARK", _bookmark(api_version, rtype.kind, last_rv)))
                     return response
                 if bookmarks:
-                    last_rv = max(last_rv, store.rv)
+                    last_rv = max(last_rv, store.rv) if caught_up else last_rv
                     await response.write(_line("BOOKMARK", _bookmark(api_version, rtype.kind, last_rv)))
                     next_bookmark = now + bookmark_interval
                 continue

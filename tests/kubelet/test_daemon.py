@@ -50,6 +50,15 @@ async def test_a_new_socket_dir_is_created_with_mode_0750(socket_dir: Path, star
     assert stat.S_IMODE(mode(socket_dir)) == 0o750
 
 
+async def test_a_missing_pod_resources_directory_is_created_and_served(
+    sock_dir: Path, start_emulator: EmulatorFactory
+) -> None:
+    target = sock_dir / "elsewhere" / "pod-resources" / "kubelet.sock"
+    await start_emulator(pod_resources_socket=target)
+    assert stat.S_IMODE(mode(target.parent)) == 0o750
+    assert stat.S_ISSOCK(mode(target))
+
+
 async def restart_with_one_pod(
     start_emulator: EmulatorFactory, start_stub: StubFactory
 ) -> tuple[Daemon, dict[str, object]]:

@@ -19,9 +19,10 @@ from tests.monitoring import exposition
 from tests.monitoring.exporter_process import ExporterProcess, fault, get, scrape
 from tests.monitoring.podresources_server import ListerServer, Pod
 from tests.monitoring.reference import enabled_counters
-from tests.polling import wait_until
+from tests.polling import eventually, wait_until
 
 DGX = profiles.load("dgx-a100")
+T4 = profiles.load("pcie-4xt4")
 GPU_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
 
 # promtool's linter objects to dcgm-exporter's own naming; these findings are the price of drop-in
@@ -175,6 +176,16 @@ def test_print_default_counters_prints_the_shipped_file(capsys: pytest.CaptureFi
         (["--kubernetes-pod-label-allowlist-regex", "app,("], {}, "regex '('"),
         (["--web-config-file", "/nonexistent/web.yml"], {}, "--web-config-file /nonexistent/web.yml: cannot read"),
         (["--no-such-flag"], {}, "unrecognized arguments: --no-such-flag"),
+        (["-m", "just-a-name"], {}, "--configmap-data 'just-a-name': expected NAMESPACE:NAME (or none)"),
+        ([], {"DCGM_EXPORTER_CONFIGMAP_DATA": "ns:"}, "$DCGM_EXPORTER_CONFIGMAP_DATA 'ns:': expected NAMESPACE:NAME"),
+        (["-m", "ns:cm", "--kubeconfig", "/nonexistent/kc"], {}, "--kubeconfig /nonexistent/kc: no such file"),
+        (["-k", "--kubernetes-enable-pod-uid", "--kubeconfig", "/nonexistent/kc"], {}, "--kubeconfig /nonexistent/kc"),
+        (
+            ["--pod-resources-kubelet-socket", "/nonexistent/pod-resources/kubelet.sock"],
+            {},
+            "--pod-resources-kubelet-socket /nonexistent/pod-resources/kubelet.sock: directory "
+            "/nonexistent/pod-resources does not exist (is the kubelet's pod-resources directory mounted?)",
+        ),
     ],
     ids=[
         "interval-word",
@@ -198,6 +209,11 @@ def test_print_default_counters_prints_the_shipped_file(capsys: pytest.CaptureFi
         "allowlist-regex",
         "web-config-missing",
         "unknown-flag",
+        "configmap-no-colon",
+        "configmap-env-no-name",
+        "configmap-kubeconfig-missing",
+        "pod-uid-kubeconfig-missing",
+        "pod-resources-directory-missing",
     ],
 )
 def test_bad_input_exits_2_naming_the_problem(
@@ -274,7 +290,8 @@ def test_a_dcgm_exporter_command_line_runs_unchanged_and_logs_what_has_no_effect
         "--kubernetes-gpu-id-type", "device-name", "--web-read-timeout", "5s", "--use-old-namespace",
         "--enable-dcgm-log", "--dcgm-log-level", "ERROR", "--switch-devices", "g", "-p", "g:0",
     ]  # fmt: skip
-    env = {"DCGM_EXPORTER_DUMP_ENABLED": "true", "DCGM_EXPORTER_INTERVAL": "1000"}
+    # No cluster here: the ConfigMap of -m cannot be read, and the -f file is used (logged).
+    env = {"DCGM_EXPORTER_DUMP_ENABLED": "true", "DCGM_EXPORTER_INTERVAL": "1000", "KUBECONFIG": str(tmp_path / "no")}
     with ExporterProcess(argv, env=env) as exporter:
         page = exposition.parse(scrape(exporter.url))
         log = "".join(exporter.stderr_lines)
@@ -282,9 +299,10 @@ def test_a_dcgm_exporter_command_line_runs_unchanged_and_logs_what_has_no_effect
     assert len(temps) == 4
     assert all("Hostname" not in s.labels and " " not in s.labels["modelName"] and "uuid" in s.labels for s in temps)
     no_effect = re.findall(r'msg="flag has no effect here" flag=(\S+)', log)
-    expected = ["--remote-hostengine-info", "--configmap-data", "--xid-count-window-size", "--enable-dcgm-log",
+    expected = ["--remote-hostengine-info", "--xid-count-window-size", "--enable-dcgm-log",
                 "--dcgm-log-level", "--switch-devices", "--cpu-devices", "--dump-enabled"]  # fmt: skip
     assert sorted(no_effect) == sorted(expected)
+    assert f'msg="falling back to the counters file" file={csv}' in log
     assert "from=$DCGM_EXPORTER_DUMP_ENABLED" in log
 
 
@@ -360,3 +378,55 @@ def test_web_systemd_socket_without_a_passed_socket_exits_2(capsys: pytest.Captu
         command.main(["--machine", "pcie-4xt4", "--web-systemd-socket"])
     assert info.value.code == 2
     assert "--web-systemd-socket: no socket passed by systemd" in capsys.readouterr().err
+
+
+async def test_pod_labels_without_a_cluster_are_logged_once_and_the_series_keep_their_pod(
+    tmp_path: Path, sock_dir: Path
+) -> None:
+    socket = sock_dir / "pod-resources.sock"
+    args = ["--machine", "pcie-4xt4", "--fault-file", str(tmp_path / "f.jsonl"), "-c", "200"]
+    args += ["--pod-resources-socket", str(socket), "--kubernetes-enable-pod-labels", "--kubernetes-enable-pod-uid"]
+    env = {"KUBECONFIG": str(tmp_path / "none")}
+    async with ListerServer(socket) as lister:
+        lister.pods = [Pod("ml", "train", {"main": [("nvidia.com/gpu", [T4.gpus[0].uuid])]})]
+        exporter = await asyncio.to_thread(ExporterProcess(args, env=env).start)
+        try:
+            page = exposition.parse(await asyncio.to_thread(scrape, exporter.url))
+        finally:
+            assert await asyncio.to_thread(exporter.stop) == 0
+    held = [s.labels for s in page.named("DCGM_FI_DEV_GPU_TEMP") if "pod" in s.labels]
+    assert len(held) == 1 and held[0]["pod"] == "train" and "pod_uid" not in held[0]
+    log = "".join(exporter.stderr_lines)
+    assert log.count('msg="no Kubernetes API configuration" for="pod labels and UIDs"') == 1
+
+
+def test_pod_label_flags_without_kubernetes_are_logged_as_having_no_effect(tmp_path: Path) -> None:
+    args = ["--machine", "pcie-4xt4", "--fault-file", str(tmp_path / "f.jsonl"), "--kubernetes-enable-pod-labels"]
+    with ExporterProcess(args) as exporter:
+        scrape(exporter.url)
+    log = "".join(exporter.stderr_lines)
+    assert 'msg="flag has no effect without --kubernetes" flag=--kubernetes-enable-pod-labels' in log
+
+
+async def test_a_missing_pod_resources_socket_is_logged_plainly_and_used_once_it_appears(
+    tmp_path: Path, sock_dir: Path
+) -> None:
+    socket = sock_dir / "kubelet.sock"
+    args = ["--machine", "pcie-4xt4", "--fault-file", str(tmp_path / "f.jsonl"), "-c", "200"]
+    exporter = await asyncio.to_thread(ExporterProcess([*args, "--pod-resources-socket", str(socket)]).start)
+    try:
+        page = exposition.parse(await asyncio.to_thread(scrape, exporter.url))
+        assert page.named("kubegpu_exporter_pod_resources_up")[0].value == 0
+        async with ListerServer(socket) as lister:
+            lister.pods = [Pod("ml", "train", {"main": [("nvidia.com/gpu", [T4.gpus[3].uuid])]})]
+
+            async def held() -> bool:
+                page = exposition.parse(await asyncio.to_thread(scrape, exporter.url))
+                return any(s.labels.get("pod") == "train" for s in page.named("DCGM_FI_DEV_GPU_TEMP"))
+
+            await eventually(held, within=20, what="the pod's labels once the kubelet is up")
+    finally:
+        await asyncio.to_thread(exporter.stop)
+    log = "".join(exporter.stderr_lines)
+    assert f"pod-resources socket {socket}: no such socket (is the kubelet up?)" in log
+    assert "FAILED_PRECONDITION" not in log and "add_port" not in log

@@ -300,3 +300,41 @@ def test_the_devices_flag_picks_gpus_and_gpu_instances(tmp_path: Path, devices: 
     out = rendered(machine, sample, options=replace(OPTIONS, devices=options.parse_devices(devices)))
     got = {(s.labels["gpu"], s.labels.get("GPU_I_ID")) for s in out.named("DCGM_FI_DEV_GPU_TEMP")}
     assert {g for g in got if g[0] in ("0", "1", "2")} == expected  # GPUs 0-2 cover every case
+
+
+def test_pod_labels_join_the_label_fields_by_name_and_the_pod_uid_follows_pod(tmp_path: Path) -> None:
+    machine, sample = sample_of("pcie-4xt4", tmp_path)
+    ref = PodRef("ml", "train", "main", uid="u-1", labels=(("app", "trainer"), ("zone", "b")))
+    out = rendered(machine, sample, Attribution(holders={machine.gpus[0].uuid: (ref,)}))
+    held = next(s for s in out.named("DCGM_FI_DEV_GPU_TEMP") if s.labels["gpu"] == "0")
+    names = list(held.labels)
+    # dcgm-exporter writes its label map (label fields and pod labels) by name, then the pod attributes.
+    assert names[names.index("Hostname") + 1 :] == [
+        "DCGM_FI_DRIVER_VERSION", "app", "zone", "container", "namespace", "pod", "pod_uid"
+    ]  # fmt: skip
+    assert (held.labels["app"], held.labels["zone"], held.labels["pod_uid"]) == ("trainer", "b", "u-1")
+    other = next(s for s in out.named("DCGM_FI_DEV_GPU_TEMP") if s.labels["gpu"] == "1")
+    assert "app" not in other.labels and "pod_uid" not in other.labels
+
+
+def test_a_pod_label_named_like_an_exporter_label_is_left_out(tmp_path: Path) -> None:
+    machine, sample = sample_of("pcie-4xt4", tmp_path)
+    clashing = (("DCGM_FI_DRIVER_VERSION", "x"), ("gpu", "x"), ("pod", "x"), ("modelName", "x"), ("ok", "y"))
+    ref = PodRef("ml", "train", "main", labels=clashing)
+    out = rendered(machine, sample, Attribution(holders={machine.gpus[0].uuid: (ref,)}))
+    held = next(s for s in out.named("DCGM_FI_DEV_GPU_TEMP") if s.labels.get("pod") == "train")
+    assert held.labels["gpu"] == "0" and held.labels["ok"] == "y" and held.labels["modelName"] != "x"
+    assert held.labels["DCGM_FI_DRIVER_VERSION"] != "x"
+
+
+def test_label_fields_and_1x_pod_labels_are_written_by_name_as_dcgm_exporters_template_does(tmp_path: Path) -> None:
+    machine, sample = sample_of("pcie-4xt4", tmp_path)
+    text = "DCGM_FI_DEV_GPU_TEMP, gauge, T.\nDCGM_FI_DRIVER_VERSION, label, D.\nDCGM_FI_DEV_SERIAL, label, S.\n"
+    holders = Attribution(holders={machine.gpus[0].uuid: (PodRef("ns", "train", "main"),)})
+    options = replace(OPTIONS, old_namespace=True)
+    out = rendered(machine, sample, holders, options=options, counter_set=counters.parse(text))
+    held = next(s for s in out.named("DCGM_FI_DEV_GPU_TEMP") if s.labels["gpu"] == "0")
+    names = list(held.labels)
+    assert names[names.index("Hostname") + 1 :] == [
+        "DCGM_FI_DEV_SERIAL", "DCGM_FI_DRIVER_VERSION", "container_name", "pod_name", "pod_namespace"
+    ]  # fmt: skip

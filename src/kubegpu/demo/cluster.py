@@ -192,7 +192,15 @@ class ClusterDemo:
         """What GPU feature discovery + NFD would put on the Node: ``kubegpu labels --oneshot`` on its machine."""
         out = node.root / "gfd-labels"
         done = node.cli(
-            "labels", "--machine", machine, "--oneshot", "--no-timestamp", "--output-file", str(out), *plugin_args
+            "labels",
+            "--machine",
+            machine,
+            "--oneshot",
+            "--no-timestamp",
+            "--use-node-feature-api=false",
+            "--output-file",
+            str(out),
+            *plugin_args,
         )
         if done.returncode != 0 or not out.exists():
             raise DemoError(f"kubegpu labels --machine {machine} failed: {done.stderr.strip()[-300:]}")

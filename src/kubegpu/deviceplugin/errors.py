@@ -4,7 +4,7 @@ Owns :class:`DevicePluginError`, the base of every error the device plugin
 raises, and the errors of its gRPC edge. Errors of one layer live beside what
 raises them and derive from the base (``config.v1.ConfigError``,
 ``cdi.schema.CdiError``, ``rm.resource_map.ResourceMapError``,
-``rm.mig_caps.MigCapsError``, ``gfd.labels.LabelError``, ``mps.control.MpsError``,
+``rm.mig_caps.MigCapsError``, ``rm.milli.ShareError``, ``gfd.labels.LabelError``, ``mps.control.MpsError``,
 ``plugin.host.HostError``, ``plugin.supervisor.StartupFailed``), so a command can
 catch the base; ``tests/test_error_hierarchy.py`` holds every package to that. Which gRPC status code each
 becomes when it crosses a DevicePlugin RPC is decided in one place,

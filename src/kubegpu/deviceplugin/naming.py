@@ -5,7 +5,8 @@ a shared device, ``<uuid>::<n>``, NVIDIA's ``AnnotatedID``), resource names (the
 ``nvidia.com`` prefix and its normalisation with NVIDIA's error texts, the
 ``<name>.shared`` rename of shared resources, ``nvidia.com/mig-<profile>`` for MIG
 profiles under the mixed strategy) and the plugin socket of a resource
-(``nvidia-<name part>.sock``). Pure string rules: which devices a resource has is
+(``nvidia-<name part>.sock``), and kubegpu's milli units ``<uuid>::m<k>`` of
+``kubegpu.io/gpu-milli``. Pure string rules: which devices a resource has is
 :mod:`kubegpu.deviceplugin.rm.resource_map`'s. Imports nothing, so the config, the
 resource manager and the exporter's pod attribution can all use it.
 """
@@ -30,6 +31,12 @@ MIG_PREFIX = "mig-"
 #: Resource names of mixed-strategy MIG devices start with this.
 MIG_RESOURCE_PREFIX = f"{RESOURCE_PREFIX}/{MIG_PREFIX}"
 MAX_RESOURCE_NAME_LENGTH = 63
+#: kubegpu's fractional-GPU resource: one device per thousandth of a GPU (``--gpu-milli``).
+MILLI_RESOURCE = "kubegpu.io/gpu-milli"
+#: Units of ``MILLI_RESOURCE`` one GPU is advertised as.
+MILLI_PER_GPU = 1000
+#: What follows the replica separator in a milli unit's ID, before its number (``<uuid>::m<k>``).
+MILLI_MARK = "m"
 
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS1123_MESSAGE = (
@@ -72,6 +79,11 @@ def strip_replica(device_id: str) -> str:
 def replica_id(device_id: str, replica: int) -> str:
     """The ID of replica ``replica`` of device ``device_id``."""
     return AnnotatedID.replica_of(device_id, replica)
+
+
+def milli_id(gpu_uuid: str, unit: int) -> str:
+    """The ID of milli unit ``unit`` (0..999) of GPU ``gpu_uuid``: ``<uuid>::m<unit>``."""
+    return f"{gpu_uuid}{REPLICA_SEPARATOR}{MILLI_MARK}{unit}"
 
 
 def unique_physical_ids(device_ids: Iterable[str]) -> list[str]:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kubegpu.gpu.model import Machine
-from kubegpu.gpu.telemetry import MachineSample
+
+if TYPE_CHECKING:
+    from kubegpu.gpu.telemetry import MachineSample
 
 
 class HealthEventKind(enum.Enum):

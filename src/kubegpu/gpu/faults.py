@@ -13,10 +13,8 @@ Must not decide device health: that is the device plugin's policy.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -84,6 +82,8 @@ def journal_dir() -> Path:
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and Path(runtime).is_dir():
         return Path(runtime) / "kubegpu"
+    import tempfile  # here: a plugin given --fault-file never pays for tempfile (and the shutil it imports)
+
     return Path(tempfile.gettempdir()) / f"kubegpu-{os.getuid()}"
 
 
@@ -97,6 +97,8 @@ def default_path(machine: str, run_dir: Path | None = None) -> Path:
     override = os.environ.get(ENV_FAULT_FILE)
     if override:
         return Path(override)
+    import hashlib
+
     where = str((run_dir or Path.cwd()).absolute())
     tag = hashlib.sha256(where.encode()).hexdigest()[:12]
     return journal_dir() / f"faults-{machine}-{tag}.jsonl"

@@ -42,6 +42,37 @@ _SMI = {
 }
 
 
+def parse_compute_capability(value: object) -> tuple[int, int]:
+    """``'8.0'`` (or ``8.0``) as ``(8, 0)``; ValueError for anything else."""
+    try:
+        major, minor = str(value).split(".")
+        return int(major), int(minor)
+    except ValueError:
+        raise ValueError(f"compute capability must look like '8.0', got {value!r}") from None
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The multi-node NVLink fabric a GPU is registered with: NVML's GPU fabric info when its state is
+    "completed" with status success (GB200 NVL72-like systems; None on GPUs without one, HGX boards included).
+
+    ``cluster_uuid`` is the NVLink domain's UUID in its canonical text form; ``clique_id`` the GPU's clique
+    (the GPUs that can reach each other over NVLink) within it.
+    """
+
+    cluster_uuid: str
+    clique_id: int
+
+
+@dataclass(frozen=True)
+class VgpuHost:
+    """What a vGPU guest learns of its host from the GPU's PCI config space: the host driver's version and
+    branch (``550.54.16`` / ``r550_40``)."""
+
+    host_driver_version: str
+    host_driver_branch: str
+
+
 @dataclass(frozen=True)
 class MigDevice:
     """One MIG device (a GPU instance with one compute instance) on a MIG-enabled GPU.
@@ -95,6 +126,8 @@ class Gpu:
     pci_class: int = 0x0302  # 0x0302 3D controller (compute), 0x0300 VGA (graphics)
     serial: str = ""
     vbios_version: str = ""
+    fabric: Fabric | None = None  # the NVLink fabric it is attached to, None: not fabric-attached
+    vgpu: VgpuHost | None = None  # set when this is a vGPU of a virtual machine
 
     @property
     def device_node(self) -> str:

@@ -6,8 +6,16 @@ and converting machines to and from the canonical, fully expanded JSON form
 that the fake NVML library and ``--topology`` files read. Must not simulate
 behaviour over time (that is :mod:`kubegpu.gpu.simulated`) and must not talk to NVML.
 
-Profile format (checked with :mod:`kubegpu.common.validation`, the project's one validator: every
-problem is named by its key path, unknown keys included)::
+Each shipped profile has its canonical expansion precomputed beside it
+(``gpu/profiles/canonical/<name>.json``, written by :func:`write_canonical`), tagged
+with the CRC-32 of the YAML it came from: a plugin starting on a shipped profile
+reads that JSON and never imports PyYAML (~16 ms of its start). A YAML file whose
+CRC no longer matches its twin is parsed as before, so a stale twin costs time,
+never a wrong machine; ``tests/gpu/test_profiles.py`` keeps the twins current.
+
+Profile format (its schema and expansion live in :mod:`kubegpu.gpu.compact`, checked with
+:mod:`kubegpu.common.validation`, the project's one validator: every problem is named by its key
+path, unknown keys included)::
 
     name: dgx-a100                 # must equal the file name
     description: text
@@ -16,6 +24,9 @@ problem is named by its key path, unknown keys included)::
     cuda_driver_version: "12.4"
     gpu: {product_name, memory_mib, compute_capability: "8.0", ...}   # defaults
     nvswitch: {fabric: fabric0, links: 12}   # optional: every GPU on one fabric
+    nvlink_fabric: {cluster_uuid: <uuid>, clique_id: 1}   # optional: every GPU registered with a multi-node
+                                   # NVLink fabric (NVML fabric info; GPU feature discovery's gpu.clique)
+    vgpu: {host_driver_version: 550.54.16, host_driver_branch: r550_40}   # optional: vGPUs of a VM
     gpus:
       - {pci_bus_id: "00000000:07:00.0", numa: 0, pcie: [cpu0, hb0, sw0, sw0a],
          minor: 0, board: b0, mig: [1g.10gb, 2g.20gb]}   # minor/board/mig optional
@@ -31,190 +42,51 @@ from __future__ import annotations
 
 import functools
 import json
-import uuid as uuidlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from importlib import resources
+import zlib
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from kubegpu.common.validation import (
-    MISSING_KEY,
-    UNKNOWN_KEY,
-    Check,
-    Invalid,
-    Issue,
-    Loc,
-    after,
-    checked,
-    model,
-    nullable,
-    strict_bool,
-    strict_int,
-    strict_str,
-    tuple_of,
-    validate,
-)
+from kubegpu.common.validation import MISSING_KEY, UNKNOWN_KEY
 from kubegpu.gpu import errors
-from kubegpu.gpu.model import Gpu, Machine, MigDevice, PcieLink, Topology
+from kubegpu.gpu.model import Fabric, Gpu, Machine, MigDevice, PcieLink, Topology, VgpuHost, parse_compute_capability
 
-_UUID_NAMESPACE = uuidlib.UUID("0b4b1f0e-6a57-4d5c-9f4e-6b7562656770")
-
-
-@dataclass(frozen=True)
-class MigProfileSpec:
-    """Size and engines of one MIG profile on one GPU product."""
-
-    memory_mib: int
-    multiprocessors: int
-    gi_slices: int
-    ci_slices: int
-    copy_engines: int
-    decoders: int
-    jpeg_engines: int
-    ofa_engines: int
-
-
-def _spec(mem: int, sms: int, gi: int, ci: int, ce: int, dec: int, jpg: int = 0, ofa: int = 0) -> MigProfileSpec:
-    return MigProfileSpec(mem, sms, gi, ci, ce, dec, jpg, ofa)
-
-
-#: MIG profiles per product (memory in MiB as NVML reports the GPU instance).
-MIG_PROFILES: dict[str, dict[str, MigProfileSpec]] = {
-    "NVIDIA A100-SXM4-80GB": {
-        "1g.10gb": _spec(9856, 14, 1, 1, 1, 0),
-        "1g.10gb+me": _spec(9856, 14, 1, 1, 1, 1, 1, 1),
-        "1g.20gb": _spec(19968, 14, 1, 1, 1, 1),
-        "2g.20gb": _spec(19968, 28, 2, 2, 2, 1),
-        "3g.40gb": _spec(40192, 42, 3, 3, 3, 2),
-        "4g.40gb": _spec(40192, 56, 4, 4, 4, 2),
-        "7g.80gb": _spec(80384, 98, 7, 7, 7, 5, 1, 1),
-        "1c.2g.20gb": _spec(19968, 14, 2, 1, 2, 1),
-    },
-    "NVIDIA A100-SXM4-40GB": {
-        "1g.5gb": _spec(4864, 14, 1, 1, 1, 0),
-        "1g.5gb+me": _spec(4864, 14, 1, 1, 1, 1, 1, 1),
-        "1g.10gb": _spec(9856, 14, 1, 1, 1, 1),
-        "2g.10gb": _spec(9856, 28, 2, 2, 2, 1),
-        "3g.20gb": _spec(19968, 42, 3, 3, 3, 2),
-        "4g.20gb": _spec(19968, 56, 4, 4, 4, 2),
-        "7g.40gb": _spec(40192, 98, 7, 7, 7, 5, 1, 1),
-    },
-    "NVIDIA H100 80GB HBM3": {
-        "1g.10gb": _spec(9984, 16, 1, 1, 1, 1, 1),
-        "1g.20gb": _spec(19968, 16, 1, 1, 1, 1, 1),
-        "2g.20gb": _spec(19968, 32, 2, 2, 2, 2, 2),
-        "3g.40gb": _spec(40448, 60, 3, 3, 3, 3, 3),
-        "4g.40gb": _spec(40448, 64, 4, 4, 4, 4, 4),
-        "7g.80gb": _spec(80896, 132, 7, 7, 8, 7, 7, 1),
-    },
-    "NVIDIA H200": {
-        "1g.18gb": _spec(16896, 16, 1, 1, 1, 1, 1),
-        "1g.35gb": _spec(33536, 16, 1, 1, 1, 1, 1),
-        "2g.35gb": _spec(33536, 32, 2, 2, 2, 2, 2),
-        "3g.71gb": _spec(67840, 60, 3, 3, 3, 3, 3),
-        "4g.71gb": _spec(67840, 64, 4, 4, 4, 4, 4),
-        "7g.141gb": _spec(135424, 132, 7, 7, 8, 7, 7, 1),
-    },
-}
-
-
-def _number(value: Any, loc: Loc, issues: list[Issue]) -> Any:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        issues.append(Issue(loc, "Input should be a valid number"))
-    return value
-
-
-def _text(value: Any, loc: Loc, issues: list[Issue]) -> Any:
-    """A string, or a scalar YAML read as a number (``12.4``) taken as its text."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        issues.append(Issue(loc, "Input should be a valid string"))
-        return value
-    return str(value)
-
-
-def _any(value: Any, loc: Loc, issues: list[Issue]) -> Any:
-    return value
-
-
-def _non_empty(value: tuple[Any, ...]) -> tuple[Any, ...]:
-    if not value:
-        raise ValueError("must not be empty")
-    return value
-
-
-def _opt(check: Check) -> dict[str, Any]:
-    return checked(nullable(check))
-
-
-@dataclass(frozen=True, kw_only=True)
-class _GpuFields:
-    """The per-GPU keys a profile may give in ``gpu:`` (defaults) or in a ``gpus[]`` entry."""
-
-    product_name: str | None = field(default=None, metadata=_opt(strict_str))
-    memory_mib: int | None = field(default=None, metadata=_opt(strict_int))
-    compute_capability: str | None = field(default=None, metadata=_opt(_text))
-    mig_capable: bool | None = field(default=None, metadata=_opt(strict_bool))
-    power_limit_w: float | None = field(default=None, metadata=_opt(_number))
-    max_sm_clock_mhz: int | None = field(default=None, metadata=_opt(strict_int))
-    max_mem_clock_mhz: int | None = field(default=None, metadata=_opt(strict_int))
-    multiprocessors: int | None = field(default=None, metadata=_opt(strict_int))
-    pci_class: int | None = field(default=None, metadata=_opt(strict_int))
-
-
-@dataclass(frozen=True, kw_only=True)
-class _GpuEntry(_GpuFields):
-    """One ``gpus[]`` entry: where the GPU sits, and anything that differs from the defaults."""
-
-    pci_bus_id: str = field(metadata=checked(strict_str))
-    pcie: tuple[str, ...] = field(metadata=checked(after(tuple_of(strict_str), _non_empty)))
-    numa: int | None = field(default=None, metadata=_opt(strict_int))
-    minor: int | None = field(default=None, metadata=_opt(strict_int))
-    board: str | None = field(default=None, metadata=_opt(_text))
-    mig: tuple[str, ...] = field(default=(), metadata=checked(tuple_of(strict_str)))
-    mig_enabled: bool | None = field(default=None, metadata=_opt(strict_bool))
-    uuid: str | None = field(default=None, metadata=_opt(strict_str))
-
-    def value(self, defaults: _GpuFields, name: str) -> Any:
-        """This entry's value of a per-GPU key, else the defaults'."""
-        own = getattr(self, name)
-        return getattr(defaults, name) if own is None else own
-
-
-@dataclass(frozen=True, kw_only=True)
-class _NvSwitch:
-    fabric: str = field(metadata=checked(strict_str))
-    links: int = field(metadata=checked(strict_int))
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Profile:
-    """A compact profile document (module docstring), checked with the project's one validator."""
-
-    name: str = field(metadata=checked(strict_str))
-    description: str = field(default="", metadata=checked(_text))
-    machine_type: str = field(default="unknown", metadata=checked(_text))
-    driver_version: str = field(default="550.107.02", metadata=checked(_text))
-    cuda_driver_version: str = field(default="12.4", metadata=checked(_text))
-    gpu: _GpuFields = field(metadata=checked(model(_GpuFields)))
-    gpus: tuple[_GpuEntry, ...] = field(metadata=checked(after(tuple_of(model(_GpuEntry)), _non_empty)))
-    nvlink: Any = field(default=None, metadata=checked(_any))
-    """``"i-j": count`` pairs; their rules need the GPU count, so they are checked on expansion."""
-    nvswitch: _NvSwitch | None = field(default=None, metadata=_opt(model(_NvSwitch)))
-
-
-#: libyaml's safe loader when PyYAML was built with it (several times faster), else the pure-Python one.
-_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    from kubegpu.gpu.compact import MigProfileSpec
 
 #: Keys of the ``--topology`` JSON form.
 _TOPOLOGY_KEYS = {"gpus", "pcie", "nvlink", "numa", "nvswitch", "nvswitch_links"}
 
 
 def profiles_dir() -> Path:
-    """The directory of the shipped profiles inside the installed package."""
-    return Path(str(resources.files("kubegpu.gpu") / "profiles"))
+    """The directory of the shipped profiles inside the installed package (a plain directory: the wheel is
+    installed unzipped, so ``importlib.resources`` and what it imports are not needed at start)."""
+    return Path(__file__).parent / "profiles"
+
+
+def canonical_path(name: str) -> Path:
+    """Where the precomputed canonical JSON of shipped profile ``name`` lives."""
+    return profiles_dir() / "canonical" / f"{name}.json"
+
+
+def canonical_document(name: str) -> str:
+    """The text :func:`write_canonical` writes for shipped profile ``name``: its YAML's CRC-32 and expansion."""
+    raw = (profiles_dir() / f"{name}.yaml").read_bytes()
+    machine = _load_path(profiles_dir() / f"{name}.yaml", name, use_canonical=False)
+    document = {"yaml_crc32": zlib.crc32(raw), "machine": machine_to_dict(machine)}
+    return json.dumps(document, indent=1, sort_keys=True) + "\n"
+
+
+def write_canonical() -> list[Path]:
+    """Write the canonical twin of every shipped profile (``python -m kubegpu.gpu.profiles``); the paths written."""
+    written = []
+    for name in available():
+        path = canonical_path(name)
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(canonical_document(name), encoding="utf-8")
+        written.append(path)
+    return written
 
 
 def available() -> list[str]:
@@ -236,23 +108,40 @@ def load(name_or_path: str) -> Machine:
 
 @functools.cache
 def _load_shipped(name: str) -> Machine:
-    return _load_path(profiles_dir() / f"{name}.yaml", name)
+    return _load_path(profiles_dir() / f"{name}.yaml", name, use_canonical=True)
 
 
-def _load_path(path: Path, name_or_path: str) -> Machine:
+def _canonical_twin(name: str, raw: bytes) -> Machine | None:
+    """The precomputed machine of shipped profile ``name`` when its twin was made from exactly ``raw``."""
+    try:
+        document = json.loads(canonical_path(name).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(document, dict) or document.get("yaml_crc32") != zlib.crc32(raw):
+        return None
+    try:
+        return machine_from_dict(document.get("machine") or {}, source=str(canonical_path(name)))
+    except errors.ProfileError:  # a damaged twin: the YAML is the source
+        return None
+
+
+def _load_path(path: Path, name_or_path: str, use_canonical: bool = False) -> Machine:
     if not path.is_file():
         raise errors.ProfileError(
             f"unknown machine profile {name_or_path!r}: not a shipped profile ({', '.join(available())}) and not a file"
         )
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise errors.ProfileError(f"{path}: not a machine profile (not UTF-8 text)") from None
     except OSError as exc:
         raise errors.ProfileError(f"{path}: cannot read: {exc.strerror}") from exc
+    if use_canonical and (machine := _canonical_twin(path.stem, raw)) is not None:
+        return machine
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=_SAFE_LOADER)
-    except (yaml.YAMLError, json.JSONDecodeError, RecursionError) as exc:
+        data = json.loads(text) if path.suffix == ".json" else _parse_yaml(text)
+    except (ValueError, RecursionError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise errors.ProfileError(f"{path}: not valid YAML/JSON: {first}") from None
     if not isinstance(data, dict):
@@ -260,6 +149,42 @@ def _load_path(path: Path, name_or_path: str) -> Machine:
     if "topology" in data:  # canonical JSON
         return machine_from_dict(data, source=str(path))
     return from_profile(data, source=str(path))
+
+
+def from_profile(data: Mapping[str, Any], source: str = "<profile>") -> Machine:
+    """Expand a compact profile mapping (module docstring) into a :class:`Machine` (:mod:`.compact`)."""
+    from kubegpu.gpu import compact
+
+    return compact.expand(data, source)
+
+
+def stable_uuid(prefix: str, key: str) -> str:
+    """A deterministic NVIDIA-style UUID (``GPU-…``/``MIG-…``) for a simulated device (:mod:`.compact`)."""
+    from kubegpu.gpu import compact
+
+    return compact.stable_uuid(prefix, key)
+
+
+def mig_profiles() -> dict[str, dict[str, MigProfileSpec]]:
+    """The MIG profiles of each GPU product a profile may lay out (:data:`.compact.MIG_PROFILES`)."""
+    from kubegpu.gpu import compact
+
+    return compact.MIG_PROFILES
+
+
+class _YamlError(ValueError):
+    """PyYAML's error, as a ValueError, so that callers need not import PyYAML to catch it."""
+
+
+def _parse_yaml(text: str) -> Any:
+    """The YAML document in ``text``, with libyaml's safe loader when PyYAML was built with it (several times
+    faster), else the pure-Python one. PyYAML is imported here, on the first profile that needs it."""
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        raise _YamlError(str(exc) or type(exc).__name__) from None
 
 
 def _need(data: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...]) -> Any:
@@ -283,173 +208,12 @@ def _check_keys(data: Mapping[str, Any], allowed: set[str], where: str) -> None:
             raise errors.ProfileError(f"{where}.{key}: {UNKNOWN_KEY}")
 
 
-def _cc(value: Any, where: str) -> tuple[int, int]:
+def compute_capability(value: Any, where: str) -> tuple[int, int]:
+    """``'8.0'`` as ``(8, 0)``; a ProfileError naming ``where`` otherwise."""
     try:
-        major, minor = str(value).split(".")
-        return int(major), int(minor)
-    except ValueError:
-        raise errors.ProfileError(f"{where}: compute capability must look like '8.0', got {value!r}") from None
-
-
-def _pcie_relation(a: Sequence[str], b: Sequence[str], board_a: str | None, board_b: str | None) -> PcieLink:
-    if board_a is not None and board_a == board_b:
-        return PcieLink.SAME_BOARD
-    common = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        common += 1
-    if common == 0:
-        return PcieLink.CROSS_CPU
-    if common == 1:
-        return PcieLink.SAME_CPU
-    if common == 2:
-        return PcieLink.HOST_BRIDGE
-    if common == len(a) == len(b):
-        return PcieLink.SINGLE_SWITCH
-    return PcieLink.MULTI_SWITCH
-
-
-def stable_uuid(prefix: str, key: str) -> str:
-    """A deterministic NVIDIA-style UUID (``GPU-…``/``MIG-…``) for a simulated device."""
-    return f"{prefix}-{uuidlib.uuid5(_UUID_NAMESPACE, key)}"
-
-
-def from_profile(data: Mapping[str, Any], source: str = "<profile>") -> Machine:
-    """Expand a compact profile mapping (see module docstring) into a :class:`Machine`."""
-    try:
-        doc = validate(_Profile, data)
-    except Invalid as exc:
-        raise errors.ProfileError(f"{source}: {exc}") from None
-    name = doc.name
-    fabric = doc.nvswitch.fabric if doc.nvswitch is not None else None
-    fabric_links = doc.nvswitch.links if doc.nvswitch is not None else 0
-
-    gpus: list[Gpu] = []
-    paths: list[list[str]] = []
-    boards: list[str | None] = []
-    numa: list[int | None] = []
-    for i, raw in enumerate(doc.gpus):
-        where = f"{source}: gpus[{i}]"
-
-        def need(key: str, entry: _GpuEntry = raw, where: str = where) -> Any:
-            value = entry.value(doc.gpu, key)
-            if value is None:
-                raise errors.ProfileError(f"{where}.{key}: required key is missing (here or in gpu)")
-            return value
-
-        paths.append(list(raw.pcie))
-        boards.append(raw.board)
-        numa.append(raw.numa)
-        product = str(need("product_name"))
-        uuid = raw.uuid or stable_uuid("GPU", f"{name}/gpu/{i}")
-        mig_enabled = bool(raw.mig) if raw.mig_enabled is None else raw.mig_enabled
-        mig_devices = _mig_devices(name, i, uuid, product, list(raw.mig), where)
-        mig_capable = bool(raw.value(doc.gpu, "mig_capable"))
-
-        def optional(key: str, default: Any, entry: _GpuEntry = raw) -> Any:
-            value = entry.value(doc.gpu, key)
-            return default if value is None else value
-
-        gpus.append(
-            Gpu(
-                index=i,
-                minor=i if raw.minor is None else raw.minor,
-                uuid=uuid,
-                product_name=product,
-                memory_mib=int(need("memory_mib")),
-                pci_bus_id=raw.pci_bus_id,
-                numa_node=raw.numa,
-                compute_capability=_cc(need("compute_capability"), where),
-                mig_capable=mig_capable,
-                mig_enabled=mig_enabled,
-                mig_devices=mig_devices,
-                power_limit_w=float(optional("power_limit_w", 300.0)),
-                max_sm_clock_mhz=int(optional("max_sm_clock_mhz", 1410)),
-                max_mem_clock_mhz=int(optional("max_mem_clock_mhz", 1215)),
-                multiprocessors=int(optional("multiprocessors", 108)),
-                pci_class=int(optional("pci_class", 0x0302)),
-                serial=f"{1320000000000 + i}",
-                vbios_version="92.00.45.00.05",
-            )
-        )
-        if mig_enabled and not mig_capable:
-            raise errors.ProfileError(f"{where}: MIG enabled on a GPU that is not mig_capable")
-
-    n = len(gpus)
-    nvlink = [[0] * n for _ in range(n)]
-    links = doc.nvlink or {}
-    if not isinstance(links, Mapping):
-        raise errors.ProfileError(f"{source}: nvlink: Input should be a valid dictionary")
-    for key, count in links.items():
-        where = f"{source}: nvlink.{key}"
-        try:
-            a, b = (int(x) for x in str(key).split("-"))
-        except ValueError:
-            raise errors.ProfileError(f"{where}: key must look like 'i-j'") from None
-        if not (0 <= a < n and 0 <= b < n) or a == b:
-            raise errors.ProfileError(f"{where}: GPU index out of range or a self link")
-        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise errors.ProfileError(f"{where}: link count must be a non-negative int, got {count!r}")
-        nvlink[a][b] = nvlink[b][a] = count
-    pcie = tuple(
-        tuple(None if i == j else _pcie_relation(paths[i], paths[j], boards[i], boards[j]) for j in range(n))
-        for i in range(n)
-    )
-    topology = Topology(
-        pcie=pcie,
-        nvlink=tuple(tuple(r) for r in nvlink),
-        numa=tuple(numa),
-        nvswitch=tuple(fabric for _ in range(n)),
-        nvswitch_links=tuple(fabric_links for _ in range(n)),
-    )
-    try:
-        return Machine(
-            name=name,
-            description=doc.description,
-            gpus=tuple(gpus),
-            topology=topology,
-            driver_version=doc.driver_version,
-            cuda_driver_version=doc.cuda_driver_version,
-            machine_type=doc.machine_type,
-        )
+        return parse_compute_capability(value)
     except ValueError as exc:
-        raise errors.ProfileError(f"{source}: {exc}") from exc
-
-
-def _mig_devices(
-    machine: str, gpu_index: int, parent_uuid: str, product: str, layout: list[Any], where: str
-) -> tuple[MigDevice, ...]:
-    table = MIG_PROFILES.get(product, {})
-    devices = []
-    for j, profile in enumerate(layout):
-        if not isinstance(profile, str) or profile not in table:
-            known = ", ".join(table) or "none"
-            raise errors.ProfileError(f"{where}.mig[{j}]: unknown MIG profile {profile!r} for {product} ({known})")
-        spec = table[profile]
-        devices.append(
-            MigDevice(
-                uuid=stable_uuid("MIG", f"{machine}/gpu/{gpu_index}/mig/{j}"),
-                parent_uuid=parent_uuid,
-                parent_index=gpu_index,
-                index=j,
-                profile=profile,
-                gi_id=0 if spec.gi_slices == 7 else j + 1,
-                ci_id=0,
-                memory_mib=spec.memory_mib,
-                multiprocessors=spec.multiprocessors,
-                gi_slices=spec.gi_slices,
-                ci_slices=spec.ci_slices,
-                copy_engines=spec.copy_engines,
-                decoders=spec.decoders,
-                jpeg_engines=spec.jpeg_engines,
-                ofa_engines=spec.ofa_engines,
-            )
-        )
-    used = sum(d.gi_slices for d in devices)
-    if used > 7:
-        raise errors.ProfileError(f"{where}.mig: the layout uses {used} GPU slices; a GPU has 7")
-    return tuple(devices)
+        raise errors.ProfileError(f"{where}: {exc}") from None
 
 
 # --- canonical JSON -------------------------------------------------------------------------
@@ -547,6 +311,15 @@ def machine_to_dict(m: Machine) -> dict[str, Any]:
                 "pci_class": g.pci_class,
                 "serial": g.serial,
                 "vbios_version": g.vbios_version,
+                "fabric": None
+                if g.fabric is None
+                else {"cluster_uuid": g.fabric.cluster_uuid, "clique_id": g.fabric.clique_id},
+                "vgpu": None
+                if g.vgpu is None
+                else {
+                    "host_driver_version": g.vgpu.host_driver_version,
+                    "host_driver_branch": g.vgpu.host_driver_branch,
+                },
                 "mig_devices": [
                     {
                         "uuid": d.uuid,
@@ -579,7 +352,7 @@ def machine_from_dict(data: Mapping[str, Any], source: str = "<machine>") -> Mac
         topology = topology_from_dict(data["topology"], f"{source}: topology")
         gpus = []
         for g in data["gpus"]:
-            cc = _cc(g["compute_capability"], f"{source}: gpus[{g['index']}]")
+            cc = compute_capability(g["compute_capability"], f"{source}: gpus[{g['index']}]")
             gpu = Gpu(
                 index=int(g["index"]),
                 minor=int(g["minor"]),
@@ -598,6 +371,12 @@ def machine_from_dict(data: Mapping[str, Any], source: str = "<machine>") -> Mac
                 pci_class=int(g["pci_class"]),
                 serial=str(g.get("serial", "")),
                 vbios_version=str(g.get("vbios_version", "")),
+                fabric=Fabric(str(g["fabric"]["cluster_uuid"]), int(g["fabric"]["clique_id"]))
+                if g.get("fabric")
+                else None,
+                vgpu=VgpuHost(str(g["vgpu"]["host_driver_version"]), str(g["vgpu"]["host_driver_branch"]))
+                if g.get("vgpu")
+                else None,
             )
             migs = tuple(MigDevice(parent_uuid=gpu.uuid, parent_index=gpu.index, **d) for d in g.get("mig_devices", []))
             gpus.append(replace(gpu, mig_devices=migs))
@@ -617,3 +396,8 @@ def machine_from_dict(data: Mapping[str, Any], source: str = "<machine>") -> Mac
 def export_json(m: Machine) -> str:
     """The canonical JSON text of a machine, stable for diffs."""
     return json.dumps(machine_to_dict(m), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":
+    for written in write_canonical():
+        print(written)

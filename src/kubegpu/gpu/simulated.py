@@ -18,12 +18,15 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubegpu.gpu import faults, profiles
 from kubegpu.gpu.backend import HealthEvent, HealthEventKind
 from kubegpu.gpu.model import Gpu, Machine
-from kubegpu.gpu.telemetry import GpuSample, MachineSample, MigSample
+
+if TYPE_CHECKING:
+    # Imported where a sample is taken: the device plugin never samples, and its start need not pay for it.
+    from kubegpu.gpu.telemetry import GpuSample, MachineSample
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +127,7 @@ class SimulatedBackend:
     def _watch_journal(self, stack: contextlib.ExitStack) -> Any:
         """An inotify watch on the journal's directory (entered on ``stack``), or None to poll instead."""
         try:
-            from asyncinotify import Inotify, Mask
+            from kubegpu.common.inotify import Inotify, Mask
 
             inotify = stack.enter_context(Inotify())
             inotify.add_watch(self.fault_file.parent, Mask.MODIFY | Mask.CREATE | Mask.MOVED_TO | Mask.CLOSE_WRITE)
@@ -134,6 +137,8 @@ class SimulatedBackend:
         return inotify
 
     def sample(self) -> MachineSample:
+        from kubegpu.gpu.telemetry import MachineSample
+
         now = self._clock()
         state = faults.fold(faults.read_from(self.fault_file, 0)[0])
         return MachineSample(
@@ -142,6 +147,8 @@ class SimulatedBackend:
         )
 
     def _sample_gpu(self, gpu: Gpu, now: float, state: faults.MachineState) -> GpuSample:
+        from kubegpu.gpu.telemetry import GpuSample, MigSample
+
         if gpu.index in state.lost:
             return GpuSample(uuid=gpu.uuid, index=gpu.index, available=False)
         phase = (zlib.crc32(gpu.uuid.encode()) % 1000) / 1000.0 * 2 * math.pi

@@ -11,11 +11,12 @@ clocks; must not know about Prometheus.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 
 from kubegpu.deviceplugin import naming
 from kubegpu.gpu.model import Machine
+from kubegpu.monitoring.podmeta import Pairs, PodMeta
 
 #: GKE's shared-GPU device IDs (``…/vgpu3``), which dcgm-exporter also strips. NVIDIA's own replica
 #: IDs are :class:`kubegpu.deviceplugin.naming.AnnotatedID`'s.
@@ -24,11 +25,16 @@ _GKE_REPLICA_SEPARATOR = "/vgpu"
 
 @dataclass(frozen=True, order=True)
 class PodRef:
-    """A container that holds a device. Orders by namespace, pod, container for stable output."""
+    """A container that holds a device. Orders by namespace, pod, container for stable output.
+
+    ``uid`` and ``labels`` come from the API server (``--kubernetes-enable-pod-uid``/``-labels``), empty without.
+    """
 
     namespace: str
     pod: str
     container: str
+    uid: str = field(default="", compare=False)
+    labels: Pairs = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -58,8 +64,9 @@ EMPTY = Attribution(holders={})
 
 def is_gpu_resource(name: str, extra: Iterable[str] = ()) -> bool:
     """True for the resources whose devices are attributed: ``nvidia.com/gpu``, ``nvidia.com/mig-*``,
-    ``nvidia.com/gpu.shared`` and any name in ``extra`` (``--nvidia-resource-names``)."""
-    return naming.is_nvidia_gpu_resource(name) or name in extra
+    ``nvidia.com/gpu.shared``, kubegpu's ``kubegpu.io/gpu-milli`` and any name in ``extra``
+    (``--nvidia-resource-names``)."""
+    return naming.is_nvidia_gpu_resource(name) or name == naming.MILLI_RESOURCE or name in extra
 
 
 def base_id(device_id: str) -> str:
@@ -108,4 +115,26 @@ def attribute(
     return Attribution(
         holders={uuid: tuple(sorted(refs)) for uuid, refs in holders.items()},
         unresolved=tuple(unresolved),
+    )
+
+
+def with_metadata(
+    attribution: Attribution, lookup: Callable[[str, str], PodMeta | None], uid: bool, labels: bool
+) -> Attribution:
+    """``attribution`` with each holder's pod UID and/or labels from ``lookup(namespace, pod)``.
+
+    A pod ``lookup`` does not know (yet) keeps its pod/namespace/container labels only.
+    """
+    if not (uid or labels):
+        return attribution
+
+    def enrich(ref: PodRef) -> PodRef:
+        meta = lookup(ref.namespace, ref.pod)
+        if meta is None:
+            return ref
+        return replace(ref, uid=meta.uid if uid else "", labels=meta.labels if labels else ())
+
+    return Attribution(
+        holders={u: tuple(enrich(r) for r in refs) for u, refs in attribution.holders.items()},
+        unresolved=attribution.unresolved,
     )

@@ -20,15 +20,23 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from kubegpu.gpu.backend import GpuBackend
 from kubegpu.gpu.model import Machine
 from kubegpu.gpu.telemetry import MachineSample
 from kubegpu.monitoring import attribution, devicenames, render
 from kubegpu.monitoring.counters import CounterSet
+from kubegpu.monitoring.podmeta import PodMeta
 from kubegpu.monitoring.podresources import PodResourcesClient, PodResourcesUnavailable
 
 log = logging.getLogger(__name__)
+
+
+class PodMetaSource(Protocol):
+    """Where pod UIDs and labels come from (:class:`kubegpu.monitoring.kubernetes.NodePods`): from memory."""
+
+    def lookup(self, namespace: str, name: str) -> PodMeta | None: ...
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,9 @@ class Collector:
         device_names: the plugin's device IDs are device names (``nvidia3``), ``--kubernetes-gpu-id-type
             device-name``.
         clock: wall clock for the last-collection timestamp.
+        pod_meta: pod UIDs and labels (from the API server), or None.
+        pod_uid: add the ``pod_uid`` label (``--kubernetes-enable-pod-uid``).
+        pod_labels: add the pod's labels (``--kubernetes-enable-pod-labels``).
     """
 
     def __init__(
@@ -65,8 +76,14 @@ class Collector:
         extra_resources: Sequence[str] = (),
         clock: Callable[[], float] = time.time,
         device_names: bool = False,
+        pod_meta: PodMetaSource | None = None,
+        pod_uid: bool = False,
+        pod_labels: bool = False,
     ) -> None:
         self._device_names = device_names
+        self._pod_meta = pod_meta
+        self._pod_uid = pod_uid
+        self._pod_labels = pod_labels
         self._backend = backend
         self._machine = machine
         self._options = options
@@ -124,6 +141,10 @@ class Collector:
                 if self._device_names:
                     rows = devicenames.translate(rows, self._machine)
                 holders = attribution.attribute(rows, self._index, self._extra)
+                if self._pod_meta is not None:
+                    holders = attribution.with_metadata(
+                        holders, self._pod_meta.lookup, uid=self._pod_uid, labels=self._pod_labels
+                    )
                 if holders.unresolved != self._unresolved:
                     self._unresolved = holders.unresolved
                     if holders.unresolved:

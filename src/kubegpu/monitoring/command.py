@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from kubegpu.monitoring.collector import Collector
     from kubegpu.monitoring.counters import CounterSet
     from kubegpu.monitoring.endpoint import Endpoint
+    from kubegpu.monitoring.kubernetes import NodePods
     from kubegpu.monitoring.webconfig import WebConfig
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,12 @@ def _parser() -> argparse.ArgumentParser:
         help=f"where the driver root is mounted in the exporter's container, searched first (default: "
         f"${ENV_CONTAINER_DRIVER_ROOT} or /driver-root)",
     )
+    ours.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="the cluster for --kubernetes-enable-pod-labels/-uid and --configmap-data (default: $KUBECONFIG, "
+        "else the in-cluster service account, else ~/.kube/config)",
+    )
     ours.add_argument("--print-default-counters", action="store_true", help="print the shipped counters file")
     ours.add_argument("-v", "--version", action="store_true", help="print the version and exit")
     return parser
@@ -137,6 +144,10 @@ class Settings:
     kubernetes: bool
     socket_path: str
     devices: options.DeviceSpec
+    configmap: tuple[str, str] | None = None  # -m NAMESPACE:NAME
+    pod_labels: bool = False
+    pod_uid: bool = False
+    allowlist: tuple[re.Pattern[str], ...] = ()
 
     def __getitem__(self, name: str) -> options.Value:
         return self.values[name]
@@ -178,11 +189,13 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
     if text("log-format") not in ("text", "json"):
         fail(f"invalid log-format parameter values: {text('log-format')}")
     allow = values["kubernetes-pod-label-allowlist-regex"].value
+    allowlist: list[re.Pattern[str]] = []
     for pattern in allow if isinstance(allow, tuple) else ():
         try:
-            re.compile(pattern)
+            allowlist.append(re.compile(pattern))
         except re.error as exc:
             fail(f"{values['kubernetes-pod-label-allowlist-regex'].source}: regex {pattern!r}: {exc}")
+    configmap = parse_configmap_data(values["configmap-data"])
 
     collectors = values["collectors"]
     counters_path: Path | None = Path(text("collectors"))
@@ -201,7 +214,26 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
         kubernetes=kubernetes,
         socket_path=text("pod-resources-kubelet-socket"),
         devices=devices,
+        configmap=configmap,
+        pod_labels=kubernetes and bool(values["kubernetes-enable-pod-labels"].value),
+        pod_uid=kubernetes and bool(values["kubernetes-enable-pod-uid"].value),
+        allowlist=tuple(allowlist),
     )
+
+
+#: ``-m``'s "not set" value (dcgm-exporter's).
+NO_CONFIGMAP = "none"
+
+
+def parse_configmap_data(value: options.Value) -> tuple[str, str] | None:
+    """``-m NAMESPACE:NAME`` as (namespace, name); ``none`` = not set; anything else exits 2."""
+    text = str(value.value).strip()
+    if text == NO_CONFIGMAP:
+        return None
+    namespace, colon, name = text.partition(":")
+    if not colon or not namespace or not name or ":" in name:
+        fail(f"{value.source} {text!r}: expected NAMESPACE:NAME (or none)")
+    return namespace, name
 
 
 #: A counters file is a few KiB; anything past this is not one (``/dev/zero``, a log file given by mistake).
@@ -232,8 +264,81 @@ def read_counters(path: Path | None) -> CounterSet:
     return counter_set
 
 
+def api_config(path: str | None, purpose: str) -> bool:
+    """Whether a cluster configuration loads; an explicit ``--kubeconfig`` that does not exits 2, a missing
+    environment one is logged once (``purpose`` then goes without, as dcgm-exporter outside a cluster)."""
+    from kubegpu.monitoring import kubernetes
+
+    try:
+        kubernetes.check_config(path)
+    except kubernetes.KubeconfigError as exc:
+        if path:
+            fail(str(exc))
+        log.warning("no Kubernetes API configuration", extra={"for": purpose, "error": str(exc)})
+        return False
+    return True
+
+
+def _configmap_counter_set(text: str, where: str) -> CounterSet | None:
+    from kubegpu.monitoring import counters
+
+    try:
+        counter_set = counters.parse(text, where)
+    except counters.CountersError as exc:
+        log.error("counters ConfigMap rejected", extra={"error": str(exc)})
+        return None
+    if not counter_set.values:
+        log.error("counters ConfigMap rejected", extra={"error": f"{where}: enables no field this exporter can serve"})
+        return None
+    return counter_set
+
+
+async def configmap_counters(settings: Settings, kubeconfig: str | None) -> CounterSet | None:
+    """The counters of the ``-m`` ConfigMap, or None (logged: unreadable, no ``metrics`` key, malformed)."""
+    from kubegpu.monitoring import kubernetes
+
+    if settings.configmap is None:
+        return None
+    namespace, name = settings.configmap
+    try:
+        client = kubernetes.connect(kubeconfig)
+    except kubernetes.KubeconfigError as exc:
+        log.error("counters ConfigMap unavailable", extra={"error": str(exc)})
+        return None
+    try:
+        text = await kubernetes.read_configmap(client, namespace, name)
+    except kubernetes.ConfigMapUnavailable as exc:
+        log.error("counters ConfigMap unavailable", extra={"error": str(exc)})
+        return None
+    finally:
+        await client.close()
+    return _configmap_counter_set(text, f"ConfigMap {namespace}:{name}")
+
+
+def configmap_counters_at_start(settings: Settings, kubeconfig: str | None) -> CounterSet | None:
+    """At start: the ``-m`` ConfigMap's counters; None means the ``-f`` file is used, as dcgm-exporter falls
+    back to it (logged with the file). An explicit ``--kubeconfig`` that does not load exits 2."""
+    if settings.configmap is None:
+        return None
+    if api_config(kubeconfig, "--configmap-data"):
+        counter_set = asyncio.run(configmap_counters(settings, kubeconfig))
+        if counter_set is not None:
+            namespace, name = settings.configmap
+            log.info("counters from ConfigMap", extra={"configmap": f"{namespace}:{name}"})
+            return counter_set
+    log.warning("falling back to the counters file", extra={"file": str(settings.counters_path or "default")})
+    return None
+
+
 def _log_ignored(settings: Settings) -> None:
     """Once at start: every flag set to a non-default value that has no effect here."""
+    if not settings.kubernetes:
+        for name in ("kubernetes-enable-pod-labels", "kubernetes-enable-pod-uid"):
+            if settings[name].value:
+                log.warning(
+                    "flag has no effect without --kubernetes",
+                    extra={"flag": f"--{name}", "from": settings[name].source},
+                )
     for flag in options.FLAGS:
         value = settings[flag.name]
         if flag.effect == "ignored" and value.is_set and value.value != options.resolve(flag, None, {}).value:
@@ -325,10 +430,13 @@ def _main(argv: Sequence[str]) -> int:
         address = endpoint.parse_address(str(settings["address"].value))
     except ValueError as exc:
         fail(str(exc))
-    try:
-        counter_set = read_counters(settings.counters_path)
-    except counters.CountersError as exc:
-        fail(str(exc))
+    counter_set = configmap_counters_at_start(settings, args.kubeconfig)
+    if counter_set is None:
+        try:
+            counter_set = read_counters(settings.counters_path)
+        except counters.CountersError as exc:
+            fail(str(exc))
+    pod_meta_api = (settings.pod_labels or settings.pod_uid) and api_config(args.kubeconfig, "pod labels and UIDs")
     web: WebConfig | None = None
     if settings.web_config_path is not None:
         try:
@@ -374,8 +482,15 @@ def _main(argv: Sequence[str]) -> int:
     if settings.kubernetes:
         from kubegpu.monitoring.podresources import PodResourcesClient
 
+        _check_socket_dir(settings)
         pods = PodResourcesClient(settings.socket_path)
     extra = settings["nvidia-resource-names"].value
+    node_pods: NodePods | None = None
+    if pods is not None and pod_meta_api:
+        from kubegpu.monitoring import kubernetes
+
+        node_name = os.environ.get(ENV_NODE_NAME) or socket.gethostname()
+        node_pods = kubernetes.NodePods(node_name, kubernetes.connect(args.kubeconfig), settings.allowlist)
     collector = CollectorImpl(
         backend,
         machine,
@@ -384,6 +499,9 @@ def _main(argv: Sequence[str]) -> int:
         pods=pods,
         extra_resources=extra if isinstance(extra, tuple) else (),
         device_names=settings["kubernetes-gpu-id-type"].value == "device-name",
+        pod_meta=node_pods,
+        pod_uid=settings.pod_uid,
+        pod_labels=settings.pod_labels,
     )
     listening = systemd_socket(os.environ, os.getpid()) if settings["web-systemd-socket"].value else None
     server = endpoint.Endpoint(
@@ -395,10 +513,23 @@ def _main(argv: Sequence[str]) -> int:
         sock=listening,
     )
     try:
-        return asyncio.run(_serve(collector, server, settings, backend.name))
+        return asyncio.run(_serve(collector, server, settings, backend.name, node_pods, args.kubeconfig))
     except OSError as exc:
         print(f"{PROG}: cannot listen on {address}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+
+
+def _check_socket_dir(settings: Settings) -> None:
+    """A pod-resources socket whose directory does not exist is a wrong path or a missing mount: exit 2 now,
+    rather than a collection-long wait for a socket that cannot appear. (A missing socket in an existing
+    directory is the kubelet restarting: logged, and tried again at each collection.)"""
+    value = settings["pod-resources-kubelet-socket"]
+    directory = Path(settings.socket_path).parent
+    if not directory.is_dir():
+        fail(
+            f"{value.source} {settings.socket_path}: directory {directory} does not exist "
+            "(is the kubelet's pod-resources directory mounted?)"
+        )
 
 
 def _warn_unsupported(counter_set: CounterSet, path: Path | None) -> None:
@@ -409,18 +540,26 @@ def _warn_unsupported(counter_set: CounterSet, path: Path | None) -> None:
         )
 
 
-def reload(collector: Collector, server: Endpoint, settings: Settings) -> None:
-    """SIGHUP: read the counters file and the web config again; a bad one is logged and the running one kept."""
+def reload(
+    collector: Collector, server: Endpoint, settings: Settings, from_configmap: CounterSet | None = None
+) -> None:
+    """SIGHUP: read the counters file and the web config again; a bad one is logged and the running one kept.
+
+    ``from_configmap``: the counters the ConfigMap of ``-m`` holds now, read by the caller; the file is read
+    only without them, as at start.
+    """
     from kubegpu.monitoring import counters, webconfig
 
     try:
-        counter_set = read_counters(settings.counters_path)
+        counter_set = from_configmap or read_counters(settings.counters_path)
     except counters.CountersError as exc:
         log.error("reload: counters file rejected, keeping the running one", extra={"error": str(exc)})
     else:
         collector.use_counters(counter_set)
         _warn_unsupported(counter_set, settings.counters_path)
         where = str(settings.counters_path or "default")
+        if from_configmap is not None and settings.configmap is not None:
+            where = "ConfigMap {}:{}".format(*settings.configmap)
         log.info("reload: counters file applied", extra={"file": where, "fields": len(counter_set.values)})
     if settings.web_config_path is not None:
         try:
@@ -431,14 +570,22 @@ def reload(collector: Collector, server: Endpoint, settings: Settings) -> None:
             log.info("reload: web config applied", extra={"file": str(settings.web_config_path)})
 
 
-async def _serve(collector: Collector, server: Endpoint, settings: Settings, backend_name: str) -> int:
+async def _serve(
+    collector: Collector,
+    server: Endpoint,
+    settings: Settings,
+    backend_name: str,
+    node_pods: NodePods | None = None,
+    kubeconfig: str | None = None,
+) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
     async def reload_and_collect() -> None:
-        reload(collector, server, settings)
+        fresh = await configmap_counters(settings, kubeconfig) if settings.configmap is not None else None
+        reload(collector, server, settings, fresh)
         await collector.collect_once()
 
     reloads: set[asyncio.Task[None]] = set()
@@ -450,6 +597,9 @@ async def _serve(collector: Collector, server: Endpoint, settings: Settings, bac
         task.add_done_callback(reloads.discard)
 
     loop.add_signal_handler(signal.SIGHUP, hangup)
+    if node_pods is not None:
+        node_pods.start()
+        log.info("watching the node's pods for pod labels", extra={"node": node_pods.node_name})
     await collector.collect_once()  # the first scrape already has data
     await server.start()
     log.info(
@@ -466,5 +616,7 @@ async def _serve(collector: Collector, server: Endpoint, settings: Settings, bac
     finally:
         await server.stop()
         await collector.close()
+        if node_pods is not None:
+            await node_pods.stop()
         log.info("exporter stopped")
     return 0

@@ -63,6 +63,8 @@ class PodResourcesClient:
 
     async def list(self) -> list[ContainerDevices]:
         """The devices every pod container holds now. Raises :class:`PodResourcesUnavailable`."""
+        if not self.socket.exists():  # the kubelet restarting: say so plainly, without gRPC's connect error
+            raise PodResourcesUnavailable(f"pod-resources socket {self.socket}: no such socket (is the kubelet up?)")
         if self._stub is None:
             self._channel = grpc.aio.insecure_channel(constants.unix_target(self.socket))
             self._stub = api_pb2_grpc.PodResourcesListerStub(self._channel)  # type: ignore[no-untyped-call]

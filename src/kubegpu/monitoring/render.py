@@ -64,6 +64,8 @@ class Entity:
     mig: MigDevice | None
     labels: str  # the label pairs before the pod labels, comma-separated, no braces
     old_namespace: bool = False
+    fixed: str = ""  # ``labels`` without the label fields: up to the hostname
+    label_fields: tuple[tuple[str, str], ...] = ()  # (DCGM_FI_DRIVER_VERSION, value) …
 
 
 def escape_label_value(value: str) -> str:
@@ -112,26 +114,69 @@ def entities(machine: Machine, counter_set: CounterSet, options: LabelOptions) -
             ("device", f"nvidia{gpu.minor}"),
             ("modelName", model),
         ]
-        tail: list[tuple[str, str]] = []
+        host: list[tuple[str, str]] = []
         if options.hostname_label:
-            tail.append((options.hostname_label, options.hostname))
-        tail.extend((f.name, f.value(machine, gpu)) for f in label_fields)
+            host.append((options.hostname_label, options.hostname))
+        # dcgm-exporter writes its label map by name (Go's template ranges over a map in key order).
+        values = tuple(sorted((f.name, f.value(machine, gpu)) for f in label_fields))
+        tail = [*host, *values]
         migs = gpu.mig_devices if gpu.mig_enabled else ()
         whole = not migs if spec.flex else spec.major is not None and (not spec.major or gpu.index in spec.major)
         if whole:
-            out.append(Entity(gpu=gpu, mig=None, labels=_pairs([*head, *tail]), old_namespace=old))
+            out.append(
+                Entity(
+                    gpu=gpu,
+                    mig=None,
+                    labels=_pairs([*head, *tail]),
+                    old_namespace=old,
+                    fixed=_pairs([*head, *host]),
+                    label_fields=values,
+                )
+            )
         for mig in migs:
             if not spec.flex and (spec.minor is None or (spec.minor and mig.gi_id not in spec.minor)):
                 continue
             mig_labels = [("GPU_I_PROFILE", mig.profile), ("GPU_I_ID", str(mig.gi_id))]
-            out.append(Entity(gpu=gpu, mig=mig, labels=_pairs([*head, *mig_labels, *tail]), old_namespace=old))
+            out.append(
+                Entity(
+                    gpu=gpu,
+                    mig=mig,
+                    labels=_pairs([*head, *mig_labels, *tail]),
+                    old_namespace=old,
+                    fixed=_pairs([*head, *mig_labels, *host]),
+                    label_fields=values,
+                )
+            )
     return tuple(out)
 
 
+#: The pod attributes' names (dcgm-exporter's, and its 1.x names with ``-o``) and the pod UID label's.
+POD_LABELS = ("container", "namespace", "pod")
+OLD_POD_LABELS = ("container_name", "pod_namespace", "pod_name")
+POD_UID_LABEL = "pod_uid"
+#: dcgm-exporter writes the pod attributes by name too: container_name, pod_name, pod_namespace with ``-o``.
+#: Names a pod label may not take: the exporter's own (a duplicate label name makes the page invalid).
+RESERVED_LABELS = frozenset(
+    {"gpu", "UUID", "uuid", "pci_bus_id", "device", "modelName", "GPU_I_PROFILE", "GPU_I_ID", *HOSTNAME_LABELS}
+    | {*POD_LABELS, *OLD_POD_LABELS, POD_UID_LABEL}
+)
+
+
 def _pod_part(ref: PodRef, old_namespace: bool = False) -> str:
-    if old_namespace:
-        return _pairs((("container_name", ref.container), ("pod_namespace", ref.namespace), ("pod_name", ref.pod)))
-    return _pairs((("container", ref.container), ("namespace", ref.namespace), ("pod", ref.pod)))
+    names = OLD_POD_LABELS if old_namespace else POD_LABELS
+    pairs = list(zip(names, (ref.container, ref.namespace, ref.pod), strict=True))
+    if ref.uid:
+        pairs.append((POD_UID_LABEL, ref.uid))
+    return _pairs(sorted(pairs))
+
+
+def _with_pod_labels(entity: Entity, ref: PodRef) -> str:
+    """The entity's labels with ``ref``'s pod labels merged into its label fields, by name as dcgm-exporter
+    writes its label map; a pod label named like one of the exporter's own labels is left out."""
+    taken = {name for name, _ in entity.label_fields}
+    merged = [*entity.label_fields, *((k, v) for k, v in ref.labels if k not in RESERVED_LABELS and k not in taken)]
+    labels = _pairs(sorted(merged))
+    return f"{entity.fixed},{labels}" if labels else entity.fixed
 
 
 def _label_sets(entity: Entity, attribution: Attribution) -> list[str]:
@@ -142,7 +187,14 @@ def _label_sets(entity: Entity, attribution: Attribution) -> list[str]:
         holders = sorted(set(attribution.of(entity.mig.uuid)) | set(holders))
     if not holders:
         return ["{" + entity.labels + "}"]
-    return ["{" + entity.labels + "," + _pod_part(ref, entity.old_namespace) + "}" for ref in holders]
+    return [
+        "{"
+        + (_with_pod_labels(entity, ref) if ref.labels else entity.labels)
+        + ","
+        + _pod_part(ref, entity.old_namespace)
+        + "}"
+        for ref in holders
+    ]
 
 
 @dataclass(frozen=True)

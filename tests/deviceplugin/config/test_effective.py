@@ -578,10 +578,12 @@ def test_print_config_rejects_a_bad_flag_value_with_exit_2(capsys: pytest.Captur
 def test_gfd_flags_use_their_own_env_names() -> None:
     parser = argparse.ArgumentParser()
     effective.add_gfd_arguments(parser)
-    cfg = effective.load_gfd(parser.parse_args([]), {"GFD_ONESHOT": "true", "GFD_SLEEP_INTERVAL": "infinite"})
+    env = {"GFD_ONESHOT": "true", "GFD_SLEEP_INTERVAL": "infinite", "NODE_NAME": "n1"}
+    cfg = effective.load_gfd(parser.parse_args([]), env)
     assert cfg.flags.gfd.oneshot is True
     assert cfg.flags.gfd.sleep_interval == "infinite"
-    cfg = effective.load_gfd(parser.parse_args(["-o", "-"]), {"GFD_MIG_STRATEGY": "mixed", "MIG_STRATEGY": "single"})
+    env = {"GFD_MIG_STRATEGY": "mixed", "MIG_STRATEGY": "single", "USE_NODE_FEATURE_API": "false"}
+    cfg = effective.load_gfd(parser.parse_args(["-o", "-"]), env)
     assert cfg.flags.gfd.output_file == "-"
     assert cfg.flags.mig_strategy == "mixed"
 
@@ -618,6 +620,8 @@ def test_bad_quiet_periods_are_refused(value: str, message: str) -> None:
 def test_registration_retry_interval_is_a_command_line_option() -> None:
     assert load().options.retry_interval_s == 30.0
     assert load(["--registration-retry-interval", "2.5"]).options.retry_interval_s == 2.5
+    assert load([]).options.mps_check_interval_s == 5.0
+    assert load([]).options.mps_container_root == "/mps"
     assert load([], {"REGISTRATION_RETRY_INTERVAL": "1m"}).options.retry_interval_s == 60.0
 
 
@@ -654,8 +658,9 @@ def test_a_binary_config_file_is_a_config_error_naming_it(tmp_path: Path) -> Non
     [
         (["--registration-retry-interval", "0"], "invalid --registration-retry-interval option: 0s"),
         (["--registration-retry-interval", "2h"], "must be within (0, 3600] seconds"),
+        (["--mps-check-interval", "0"], "invalid --mps-check-interval option: 0s (must be within (0, 3600] seconds)"),
     ],
-    ids=["zero", "too-long"],
+    ids=["zero", "too-long", "mps-check-zero"],
 )
 def test_out_of_range_retry_intervals_are_refused_with_the_range(argv: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):

@@ -163,7 +163,7 @@ def kubegpu(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def test_labels_oneshot_to_stdout_acceptance() -> None:
-    result = kubegpu("labels", "--machine", "dgx-a100", "--oneshot", "--output", "-")
+    result = kubegpu("labels", "--machine", "dgx-a100", "--oneshot", "--use-node-feature-api=false", "--output", "-")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert "nvidia.com/gpu.count=8" in lines
@@ -179,7 +179,7 @@ def test_labels_oneshot_to_a_file_with_config_and_env(tmp_path: Path) -> None:
     out = tmp_path / "features.d" / "gfd"
     result = kubegpu(
         "labels", "--machine", "a100-mig", "--config-file", str(config_file), "--oneshot", "-o", str(out),
-        "--machine-type-file", str(machine_type), env={"GFD_MIG_STRATEGY": "mixed"},
+        "--machine-type-file", str(machine_type), env={"GFD_MIG_STRATEGY": "mixed", "USE_NODE_FEATURE_API": "false"},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     lines = out.read_text().splitlines()
@@ -199,14 +199,14 @@ def test_labels_oneshot_to_a_file_with_config_and_env(tmp_path: Path) -> None:
     ids=["unknown_profile", "bad_mig_strategy", "duration_without_unit"],
 )
 def test_labels_bad_input_exits_2(args: list[str], code: int, message: str) -> None:
-    result = kubegpu("labels", *args, "--oneshot", "--output", "-")
+    result = kubegpu("labels", *args, "--oneshot", "--use-node-feature-api", "false", "--output", "-")
     assert result.returncode == code
     assert message in result.stderr
 
 
 def start_loop(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "kubegpu", "labels", "--machine", "dgx-a100", *args],
+        [sys.executable, "-m", "kubegpu", "labels", "--machine", "dgx-a100", "--use-node-feature-api=false", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -245,3 +245,22 @@ def test_infinite_interval_labels_once_and_keeps_the_file(tmp_path: Path) -> Non
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_readme_gfd_table_lists_every_flag_with_its_env_vars() -> None:
+    from kubegpu.deviceplugin.config import effective
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    table = readme[readme.index("| GFD flag (aliases) |") :].split("\n\n", 1)[0].splitlines()[2:]
+    rows = {}
+    for row in table:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        for name in cells[0].replace("(", " ").replace(")", " ").replace(",", " ").split():
+            rows[name.strip("`")] = cells[1]
+    for spec in effective.GFD_FLAGS:
+        if spec.dest == "machine":
+            continue
+        documented = [n for n in spec.names if n in rows]
+        assert documented, f"{spec.names[0]} is not in README's GFD table"
+        for env in spec.envs:
+            assert f"`{env}`" in rows[documented[0]], f"{env} of {spec.names[0]} is not in README's GFD table"

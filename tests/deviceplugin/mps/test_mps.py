@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ import pytest
 
 from kubegpu.deviceplugin.mps import control, sharing
 from kubegpu.deviceplugin.rm import resource_map
-from tests.deviceplugin.fixtures import fake_mps
+from tests.deviceplugin.fixtures import fake_mps, fake_mps_control
 from tests.deviceplugin.fixtures.build import plugin_config, profile
 from tests.polling import wait_until
 
@@ -162,7 +163,7 @@ def daemon_command(
     root = tmp_path / "mps"
     argv = [
         sys.executable, "-m", "kubegpu", "mps-daemon", "--machine", "pcie-4xt4", "--config-file", str(config_file),
-        "--mps-root", str(root), "--control-program", str(fakes["nvidia-cuda-mps-control"]),
+        "--mps-container-root", str(root), "--control-program", str(fakes["nvidia-cuda-mps-control"]),
         "--nvidia-smi", str(fakes["nvidia-smi"]), *extra,
     ]  # fmt: skip
     return argv, {**os.environ, "FAKE_MPS_RECORD": str(fakes["record"]), **(env or {})}, root
@@ -244,3 +245,66 @@ def test_readiness_needs_the_ready_file_and_every_resources_started_file(tmp_pat
     (tmp_path / "nvidia.com" / "gpu.big").mkdir()
     (tmp_path / "nvidia.com" / "gpu.big" / ".started").touch()
     assert control.readiness_problem(tmp_path, names) is None
+
+
+# --- the plugin's check ---------------------------------------------------------------------
+
+
+def _ready(root: Path, *resources: str) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / ".ready").touch()
+    for name in resources:
+        (root / name).mkdir(parents=True, exist_ok=True)
+        (root / name / ".started").touch()
+
+
+def test_the_check_asks_each_daemon_on_its_pipe_and_sees_one_that_died_with_its_files_left(tmp_path: Path) -> None:
+    program = str(fake_mps_control.install(tmp_path))
+    root = tmp_path / "mps"
+    (plan,) = plans("pcie-4xt4", "sharing: {mps: {resources: [{name: gpu, replicas: 2}]}}", root)
+    daemon = control.Daemon(plan, control=program, nvidia_smi=())
+    check = control.DaemonCheck(root, [plan.resource], control=program)
+    assert "/.ready does not exist" in (check.problem() or "")
+    daemon.start()
+    try:
+        _ready(root)
+        assert check.problem() is None
+        assert (plan.pipe_dir / fake_mps_control.CONTROL).exists()
+        pid = int((plan.pipe_dir / fake_mps_control.PID_FILE).read_text())
+        os.kill(pid, signal.SIGKILL)  # dies as a crashed daemon does: pipe, .ready and .started stay
+        wait_until(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2])
+        problem = check.problem()
+        assert problem is not None
+        assert f"the MPS control daemon of nvidia.com/gpu does not answer on {plan.pipe_dir}" in problem
+        assert fake_mps_control.NO_DAEMON in problem
+    finally:
+        with contextlib.suppress(control.MpsError):
+            daemon.stop()
+
+
+def test_without_the_control_program_the_check_reads_the_files_only(tmp_path: Path) -> None:
+    root = tmp_path / "mps"
+    check = control.DaemonCheck(root, ["nvidia.com/gpu"], control=str(tmp_path / "no-such-program"))
+    _ready(root, "nvidia.com/gpu")
+    assert check.problem() is None and not check.asks_pipes
+    (root / ".ready").unlink()
+    assert "/.ready does not exist" in (check.problem() or "")
+
+
+def test_the_daemon_works_under_the_container_root_without_the_host_root(
+    tmp_path: Path, fakes: dict[str, Path]
+) -> None:
+    """NVIDIA's chart gives the daemon no MPS_ROOT: pipes, logs and readiness go under /mps (here: moved)."""
+    text = "sharing: {mps: {resources: [{name: gpu, replicas: 2}]}}"
+    argv, env, root = daemon_command(tmp_path, fakes, text)
+    env.pop("MPS_ROOT", None)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: (root / ".ready").exists() or proc.poll() is not None, within=60.0)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert (root / "nvidia.com/gpu/.started").exists()
+        (first, *_) = [c for c in calls(fakes["record"]) if c["prog"] == "nvidia-cuda-mps-control"]
+        assert (first["pipe"], first["log"]) == (str(root / "nvidia.com/gpu/pipe"), str(root / "nvidia.com/gpu/log"))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0

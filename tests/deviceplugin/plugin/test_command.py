@@ -16,6 +16,7 @@ import pytest
 
 from kubegpu.gpu import profiles
 from tests.deviceplugin.fake_kubelet import FakeKubelet
+from tests.polling import eventually
 
 DEADLINE_S = 30.0
 UUIDS = [g.uuid for g in profiles.load("dgx-a100").gpus]
@@ -42,6 +43,12 @@ BAD_INPUT = [
     ("bad-metrics-listen", ["--metrics-listen", "nope"], "invalid --metrics-listen option: 'nope' is not HOST:PORT"),
     ("bad-policy", ["--allocation-policy", "spread"], "invalid --allocation-policy option: spread"),
     ("bad-bool", ["--pass-device-specs=maybe"], 'could not parse "maybe" as bool value'),
+    (
+        "socket-dir-not-a-directory",
+        ["--socket-dir", "/dev/null"],
+        "--socket-dir /dev/null: cannot create it: File exists",
+    ),
+    ("zero-retry-interval", ["--registration-retry-interval", "0"], "0s (must be within (0, 3600] seconds)"),
 ]
 
 
@@ -90,6 +97,66 @@ def test_print_config_prints_the_effective_config_with_precedence_and_exits(tmp_
     again = tmp_path / "again.json"
     again.write_text(result.stdout)
     assert json.loads(kubegpu("plugin", "--print-config", "--config-file", str(again)).stdout) == printed
+
+
+#: NVIDIA's CommandLineFlags / PluginCommandLineFlags field order (api/config/v1/flags.go), which its JSON keeps.
+NVIDIA_FLAG_KEYS = [
+    "migStrategy", "failOnInitError", "mpsRoot", "nvidiaDriverRoot", "nvidiaDevRoot", "gdrcopyEnabled", "gdsEnabled",
+    "mofedEnabled", "useNodeFeatureAPI", "deviceDiscoveryStrategy", "plugin",
+]  # fmt: skip
+NVIDIA_PLUGIN_KEYS = [
+    "passDeviceSpecs", "deviceListStrategy", "deviceIDStrategy", "cdiAnnotationPrefix", "nvidiaCTKPath",
+    "containerDriverRoot",
+]  # fmt: skip
+
+
+def test_print_config_has_nvidias_shape_and_no_gfd_block() -> None:
+    result = kubegpu("plugin", "--print-config")
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    assert list(printed) == ["version", "flags", "resources", "sharing", "imex"]
+    assert list(printed["flags"]) == NVIDIA_FLAG_KEYS  # NVIDIA's plugin sets Flags.GFD = nil before logging
+    # NVIDIA's keys first, in its order; kubegpu's own plugin settings after them.
+    assert list(printed["flags"]["plugin"])[: len(NVIDIA_PLUGIN_KEYS)] == NVIDIA_PLUGIN_KEYS
+    assert printed["resources"] == {"gpus": [{"pattern": "*", "name": "nvidia.com/gpu"}], "mig": []}
+
+
+A100_80GB_MIXED = [  # go-nvlib's visit order: GPU-instance profile enums 1/2/3/4/7 slice, 1 slice +me, 1 slice rev 2
+    "1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", "1g.10gb+me", "1g.20gb",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("machine", "profiles_"),
+    [
+        ("a100-mig", A100_80GB_MIXED),
+        ("dgx-a100", A100_80GB_MIXED),  # MIG-capable GPUs offer their profiles with MIG disabled too
+        ("hgx-h200", ["1g.18gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb", "1g.35gb"]),
+        ("pcie-4xt4", []),
+    ],
+    ids=["a100-mig", "a100-whole", "h200", "t4-no-mig"],
+)
+def test_print_config_under_mixed_lists_the_nodes_mig_profiles_in_nvidias_order(
+    machine: str, profiles_: list[str], tmp_path: Path
+) -> None:
+    result = kubegpu("plugin", "--machine", machine, "--mig-strategy", "mixed", "--print-config")
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    assert printed["resources"]["mig"] == [
+        {"pattern": p, "name": "nvidia.com/mig-" + p.replace("+", ".")} for p in profiles_
+    ]
+    again = tmp_path / "again.json"
+    again.write_text(result.stdout)
+    reprinted = kubegpu("plugin", "--machine", machine, "--print-config", "--config-file", str(again))
+    assert json.loads(reprinted.stdout) == printed
+
+
+def test_print_config_under_mixed_without_nvml_warns_and_lists_no_mig_resources() -> None:
+    result = kubegpu("plugin", "--mig-strategy", "mixed", "--print-config")
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["resources"]["mig"] == []
+    assert result.stderr.startswith("kubegpu plugin: warning: mig-strategy=mixed: no MIG resources listed: ")
+    assert result.stderr.count("\n") == 1
 
 
 def test_help_lists_the_plugin_flags() -> None:
@@ -292,3 +359,16 @@ async def test_sighup_reads_the_config_file_again(kubelet: FakeKubelet, spawn: S
     code, stderr = await wait_exit(process)
     assert code == 0
     assert stderr.count('msg="running with config"') == 2
+
+
+async def test_a_missing_socket_dir_is_created_and_served(spawn: Spawn, sock_dir: Path) -> None:
+    target = sock_dir / "not" / "yet"
+    process = await spawn("--kubelet-socket", "", "--socket-dir", str(target), env={**os.environ})
+    try:
+        await eventually(lambda: (target / "nvidia-gpu.sock").exists(), within=DEADLINE_S, what="the plugin socket")
+        assert (target.stat().st_mode & 0o777) == 0o750
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code, stderr = await wait_exit(process)
+    assert code == 0, stderr
+    assert "add_port" not in stderr

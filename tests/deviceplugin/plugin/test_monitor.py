@@ -159,3 +159,18 @@ async def test_a_failing_event_source_stops_health_checks_loudly_but_not_the_plu
         await eventually(lambda: caplog.records, within=5, what="an error logged")
     assert [r.getMessage() for r in caplog.records] == ["health checks stopped"]
     await monitor.stop()
+
+
+async def test_a_held_resource_is_all_unhealthy_and_its_own_faults_show_again_on_release(
+    fault_file: Path, monitored: tuple[HealthMonitor, Sink, list[str]]
+) -> None:
+    monitor, sink, uuids = monitored
+    faults.append(fault_file, faults.Fault(kind="xid", gpu=2, xid=79))
+    await sink.until({uuids[2]})
+    monitor.hold(sink.resource.name, "MPS daemon: gone")
+    assert sink.pushed[-1] == set(uuids) == monitor.unhealthy(sink.resource.name)
+    pushes = len(sink.pushed)
+    monitor.hold(sink.resource.name, "MPS daemon: gone")  # the same reason again: nothing new to push
+    assert len(sink.pushed) == pushes
+    monitor.hold(sink.resource.name, None)
+    assert sink.pushed[-1] == {uuids[2]} == monitor.unhealthy(sink.resource.name)

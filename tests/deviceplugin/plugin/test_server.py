@@ -233,3 +233,49 @@ async def test_a_bug_in_a_handler_is_internal_and_the_server_keeps_serving(sock_
     assert dict(response.container_responses[0].envs) == {"NVIDIA_VISIBLE_DEVICES": UUIDS[1]}
     await channel.close()
     await running.stop()
+
+
+async def test_a_missing_socket_directory_is_named_without_grpc_core_noise(
+    sock_dir: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    missing = sock_dir / "gone"
+    running = server.PluginServer(GPUS, missing / "nvidia-gpu.sock", HANDLERS)
+    with pytest.raises(PluginServeError, match=f"directory {missing} does not exist"):
+        await running.start()
+    assert "add_port" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], {"envs": {"NVIDIA_VISIBLE_DEVICES": ""}}),
+        (
+            ["--device-list-strategy", "volume-mounts"],
+            {"envs": {"NVIDIA_VISIBLE_DEVICES": "/var/run/nvidia-container-devices"}},
+        ),
+        (["--device-list-strategy", "cdi-annotations"], {}),
+        (["--gds-enabled"], {"envs": {"NVIDIA_GDS": "enabled", "NVIDIA_VISIBLE_DEVICES": ""}}),
+    ],
+    ids=["envvar", "volume-mounts", "cdi-only", "gds"],
+)
+async def test_an_empty_container_request_gets_one_response_as_nvidia_builds_it(
+    sock_dir: Path, argv: list[str], expected: dict[str, object]
+) -> None:
+    """NVIDIA's Allocate: one ContainerAllocateResponse per container request, an empty one built for no IDs."""
+    from google.protobuf import json_format
+
+    resource, handlers = served(MACHINE, argv)
+    running = server.PluginServer(resource, sock_dir / "nvidia-gpu.sock", handlers)
+    await running.start()
+    try:
+        async with grpc.aio.insecure_channel(constants.unix_target(running.socket_path)) as channel:
+            stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
+            answer = await stub.Allocate(allocate_request([], [UUIDS[2]]), timeout=5)
+    finally:
+        await running.stop()
+    assert len(answer.container_responses) == 2
+    assert json_format.MessageToDict(answer.container_responses[0], preserving_proto_field_name=True) == expected
+    assert answer.container_responses[1].envs.get("NVIDIA_VISIBLE_DEVICES", UUIDS[2]) in (
+        UUIDS[2],
+        "/var/run/nvidia-container-devices",
+    )

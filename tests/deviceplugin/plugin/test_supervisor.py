@@ -432,30 +432,57 @@ async def test_an_mps_resource_waits_for_the_mps_daemons_readiness_files(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    mps_root = sock_dir / "mps"
+    # The readiness files are read where the plugin's container sees the MPS root; the host path only goes
+    # into the Allocate mounts (NVIDIA: /mps and MPS_ROOT).
+    host_root, container_root = sock_dir / "host-mps", sock_dir / "mps"
     cfg = tmp_path / "mps.yaml"
     cfg.write_text("sharing: {mps: {resources: [{name: gpu, replicas: 4}]}}")
     with caplog.at_level(logging.WARNING, logger="kubegpu.deviceplugin.plugin.supervisor"):
-        running = start(config_file=cfg, mps_root=mps_root)
+        running = start(config_file=cfg, mps_root=host_root, mps_container_root=container_root)
         await asyncio.sleep(1.5)
     assert kubelet.registrations == []
     waits = [r for r in caplog.records if r.getMessage() == "waiting for the MPS daemon"]
-    assert len(waits) == 1 and ".ready does not exist" in waits[0].reason  # type: ignore[attr-defined]
-    (mps_root / "nvidia.com" / "gpu").mkdir(parents=True)
-    (mps_root / ".ready").touch()
-    (mps_root / "nvidia.com" / "gpu" / ".started").touch()
+    assert len(waits) == 1 and f"{container_root}/.ready does not exist" in waits[0].reason  # type: ignore[attr-defined]
+    (container_root / "nvidia.com" / "gpu").mkdir(parents=True)
+    (container_root / ".ready").touch()
+    (container_root / "nvidia.com" / "gpu" / ".started").touch()
     entry = await kubelet.wait_registrations(1, DEADLINE_S)
     response = await kubelet.stub(entry).Allocate(
         api_pb2.AllocateRequest(container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=[f"{UUIDS[0]}::1"])]),
         timeout=DEADLINE_S,
     )
     (edits,) = response.container_responses
-    assert edits.envs["CUDA_MPS_PIPE_DIRECTORY"] == "/mps/nvidia.com/gpu/pipe"
+    assert edits.envs["CUDA_MPS_PIPE_DIRECTORY"] == f"{container_root}/nvidia.com/gpu/pipe"
     assert [(m.container_path, m.host_path) for m in edits.mounts] == [
-        ("/mps/nvidia.com/gpu/pipe", str(mps_root / "nvidia.com/gpu/pipe")),
-        ("/dev/shm", str(mps_root / "shm")),
+        (f"{container_root}/nvidia.com/gpu/pipe", str(host_root / "nvidia.com/gpu/pipe")),
+        ("/dev/shm", str(host_root / "shm")),
     ]
     assert running.supervisor.registrations == 1
+
+
+async def test_mps_devices_are_unhealthy_while_the_daemon_is_gone_and_healthy_when_it_is_back(
+    sock_dir: Path,
+    kubelet: FakeKubelet,
+    start: Callable[..., Running],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no control program: the readiness files decide
+    root = sock_dir / "mps"
+    (root / "nvidia.com" / "gpu").mkdir(parents=True)
+    (root / ".ready").touch()
+    (root / "nvidia.com" / "gpu" / ".started").touch()
+    cfg = tmp_path / "mps.yaml"
+    cfg.write_text("sharing: {mps: {resources: [{name: gpu, replicas: 2}]}}")
+    running = start(config_file=cfg, mps_root="/run/nvidia/mps", mps_container_root=root, mps_check_interval=0.1)
+    entry = await kubelet.wait_registrations(1, DEADLINE_S)
+    await kubelet.wait_snapshot(entry, lambda h: len(h) == 16 and set(h.values()) == {"Healthy"})
+    (root / ".ready").unlink()  # the daemon stopped (SIGTERM removes it; a dead pipe reads the same)
+    await kubelet.wait_snapshot(entry, lambda h: set(h.values()) == {"Unhealthy"}, DEADLINE_S)
+    assert running.supervisor.registrations == 1  # still registered: the kubelet keeps the resource, at 0
+    (root / ".ready").touch()
+    await kubelet.wait_snapshot(entry, lambda h: set(h.values()) == {"Healthy"}, DEADLINE_S)
+    assert len(kubelet.registrations) == 1
 
 
 async def test_sighup_reads_the_config_again_and_a_broken_one_keeps_the_running_config(

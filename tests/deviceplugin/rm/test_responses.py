@@ -268,9 +268,10 @@ def test_a_replica_id_of_a_whole_gpu_resource_is_unknown() -> None:
         plain([["GPU-0::0"]])
 
 
-def test_an_empty_container_request_is_invalid() -> None:
-    with pytest.raises(InvalidRequest, match="no devices requested"):
-        plain([[]])
+def test_an_empty_container_request_gets_nvidias_response_for_no_devices() -> None:
+    # NVIDIA's ValidateRequest accepts it and getAllocateResponse joins zero IDs.
+    (edits,) = plain([[]])
+    assert edits == responses.ContainerEdits(envs={"NVIDIA_VISIBLE_DEVICES": ""})
 
 
 def test_the_first_unknown_id_is_named() -> None:
@@ -296,10 +297,22 @@ def test_one_bad_container_request_fails_the_whole_call() -> None:
 @given(st.lists(st.one_of(st.sampled_from([d.id for d in PLAIN.devices]), st.text(max_size=12)), max_size=20))
 def test_any_unknown_id_is_refused_naming_the_first_one(requested: list[str]) -> None:
     unknown = [i for i in requested if i not in PLAIN.by_id]
-    if requested and not unknown:
+    if not unknown:
         (got,) = plain([requested])
         assert got.envs["NVIDIA_VISIBLE_DEVICES"] == ",".join(dict.fromkeys(requested))
         return
     with pytest.raises(InvalidRequest) as caught:
         plain([requested])
-    assert str(caught.value).endswith(f"unknown device: {unknown[0]}" if unknown else "no devices requested")
+    assert str(caught.value).endswith(f"unknown device: {unknown[0]}")
+
+
+def test_the_cdi_annotation_uuid_is_a_random_version_4_uuid() -> None:
+    import uuid
+
+    values = {responses.random_uuid() for _ in range(200)}
+    assert len(values) == 200
+    for value in values:
+        parsed = uuid.UUID(value)
+        assert str(parsed) == value
+        assert parsed.version == 4
+        assert parsed.variant == uuid.RFC_4122

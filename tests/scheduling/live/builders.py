@@ -53,6 +53,7 @@ def pod_obj(
     spec: dict[str, Any] | None = None,
     labels: dict[str, str] | None = None,
     created: str = "2026-01-01T00:00:00Z",
+    annotations: dict[str, str] | None = None,
 ) -> Pod:
     requests: dict[str, str] = {**(extra or {})}
     if cpu is not None:
@@ -78,6 +79,7 @@ def pod_obj(
                 "namespace": namespace,
                 "uid": f"uid-{namespace}-{name}",
                 "labels": labels or {},
+                "annotations": annotations or {},
                 "creationTimestamp": created,
             },
             "spec": body,

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from kubegpu.scheduling.live.cache import SchedulerCache
 from kubegpu.scheduling.live.cycle import Profile
 from kubegpu.scheduling.live.objects import PodInfo
 from kubegpu.scheduling.live.preemption import candidates
 
 from .builders import node, pod
+from .test_described_nodes import described
 
 
 def _prio(p: PodInfo) -> int:
@@ -46,3 +51,39 @@ def test_nodes_the_pod_cannot_use_anyway_are_not_candidates() -> None:
     cache = _full_cluster()
     picky = pod("new", gpus=1, priority=100, spec={"nodeSelector": {"kubernetes.io/hostname": "a"}})
     assert [c.node for c in candidates(cache, Profile("p"), picky, _prio)] == ["a"]
+
+
+def _with_sick_gpu(allocatable: int) -> SchedulerCache:
+    """A pcie-4xt4 node publishing GPU 0 Unhealthy, reporting ``allocatable`` GPUs (4: the kubelet's status not
+    updated yet since the XID; 3: updated). ``sick`` (priority 1) holds the Unhealthy GPU 0, ``low`` (priority 5)
+    GPU 1, ``keep`` (priority 1000) GPUs 2 and 3."""
+    text = described("n", "pcie-4xt4", frozenset({0})).gpus_text
+    cache = SchedulerCache()
+    cache.set_node(dataclasses.replace(node("n", gpus=allocatable), gpus_text=text))
+    ids = cache.described["n"].ids
+    for name, priority, gpus in (("sick", 1, (0,)), ("low", 5, (1,)), ("keep", 1000, (2, 3))):
+        annotations = {"kubegpu.io/gpu-devices": ",".join(str(ids[i]) for i in gpus)}
+        placed = pod(name, gpus=len(gpus), node="n", priority=priority, annotations=annotations)
+        cache.add_pod(placed, "n", cache.gpu_indices_of(placed, "n"))
+    return cache
+
+
+@pytest.mark.parametrize(
+    ("allocatable", "gpus", "victims"),
+    [
+        pytest.param(4, 1, ["low"], id="a-victim-on-an-unhealthy-gpu-frees-nothing-usable"),
+        pytest.param(3, 1, ["low", "sick"], id="allocatable-without-the-unhealthy-gpu-needs-both"),
+        pytest.param(4, 2, [], id="too-few-healthy-gpus-to-free-no-candidate"),
+    ],
+)
+def test_victims_on_a_described_node_free_healthy_gpus_the_pick_can_use(
+    allocatable: int, gpus: int, victims: list[str]
+) -> None:
+    cache = _with_sick_gpu(allocatable)
+    ranked = candidates(cache, Profile("p"), pod("new", gpus=gpus, priority=100), _prio)
+    assert [sorted(v.pod.name for v in c.victims) for c in ranked] == ([victims] if victims else [])
+    if victims:  # once they are gone, the scheduler's pick exists and uses only healthy GPUs
+        for victim in ranked[0].victims:
+            cache.remove_pod(victim.pod.uid)
+        choice = cache.gpu_choice("n", gpus)
+        assert choice is not None and 0 not in choice.indices

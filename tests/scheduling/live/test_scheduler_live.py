@@ -19,10 +19,13 @@ import yaml
 from lightkube import ApiError
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import Pod
+from lightkube.resources.core_v1 import Node, Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 from lightkube.resources.scheduling_v1 import PriorityClass
 
+from kubegpu.deviceplugin.rm import nodegpus, resource_map
+from kubegpu.gpu import profiles
+from tests.deviceplugin.fixtures.build import plugin_config
 from tests.kubeapi.fixture import KubeEnv
 from tests.polling import wait_until
 
@@ -337,3 +340,40 @@ def test_sigterm_exits_0_and_releases_the_lease(kube: KubeEnv, start) -> None:  
     assert proc.stop() == 0
     assert _holder(kube, lease) == ""
     assert "scheduler stopped" in proc.text()
+
+
+def test_preemption_on_a_node_publishing_its_gpus_evicts_the_pod_holding_a_healthy_gpu(kube: KubeEnv, start) -> None:  # type: ignore[no-untyped-def]
+    """The plugin has just marked GPU 0 Unhealthy (``kubegpu.io/gpus``); the kubelet's status still reports 4
+    allocatable (it lags the plugin by up to its status frequency). Evicting ``sick``, which holds GPU 0, would
+    free nothing the preemptor can use: the victim is ``low`` on GPU 1, and the preemptor gets GPU 1."""
+    low, mid, high = (_priority_class(kube, s, v) for s, v in (("low", 10), ("mid", 20), ("high", 1000)))
+    name = add_node(kube, "sick", gpus=4)
+    machine = profiles.load("pcie-4xt4")
+    served = resource_map.build(machine, plugin_config()).resources
+    published = nodegpus.describe(machine, served, {"nvidia.com/gpu": {machine.gpus[0].uuid}})
+    client = kube.client()
+    client.patch(Node, name, {"metadata": {"annotations": nodegpus.node_annotations(published)}})
+    uuid = [g.uuid for g in machine.gpus]
+    for pod_name, priority_class, gpus in (("sick", low, [0]), ("low", mid, [1]), ("keep", high, [2, 3])):
+        body = pod_manifest(kube, pod_name, "other", gpus=len(gpus), priority_class=priority_class, node_name=name)
+        body["metadata"]["annotations"] = {"kubegpu.io/gpu-devices": ",".join(uuid[i] for i in gpus)}
+        client.create(Pod.from_dict(body))
+        set_running(client, kube.namespace, pod_name)
+    profile = kube.name("s")
+    proc = start([fit_profile(profile)])
+    create_pod(kube, "urgent", profile, priority_class=high)
+
+    def bound() -> str:
+        finish_deletions(client, kube.namespace)  # the kubelet's part once a victim's containers stop
+        return node_of(client, kube.namespace, "urgent")
+
+    try:
+        assert wait_until(bound, within=30, what="preemptor bound") == name
+    except AssertionError:
+        print(proc.text())
+        raise
+    assert list(events(client, kube.namespace, "Preempted")) == ["low"]
+    left = pods(client, kube.namespace)
+    assert "sick" in left and "low" not in left
+    annotations = (left["urgent"].metadata.annotations if left["urgent"].metadata else None) or {}
+    assert annotations["kubegpu.io/gpu-devices"] == uuid[1]

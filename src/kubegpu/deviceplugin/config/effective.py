@@ -59,8 +59,19 @@ class Config:
         return dump(self, exclude=("options",))
 
     def to_json(self) -> str:
-        """What NVIDIA logs as "Running with config" and ``kubegpu plugin --print-config`` prints."""
+        """The effective config as a config file (every block, the ``gfd`` flags too)."""
         return json.dumps(self.to_dict(), indent=2)
+
+    def running_config(self, mig_resources: Sequence[Mapping[str, str]] = ()) -> dict[str, Any]:
+        """What NVIDIA's plugin (and MPS daemon) logs as "Running with config": the effective config without the
+        ``gfd`` flags (they clear them: only GFD labels) and, under mixed, ``resources.mig`` with the node's
+        default MIG resources appended (``mig_resources``, :mod:`kubegpu.deviceplugin.rm.migdefaults`)."""
+        out = self.to_dict()
+        out["flags"].pop("gfd", None)
+        if mig_resources:
+            mig = out["resources"].setdefault("mig", [])
+            mig.extend(dict(r) for r in mig_resources if dict(r) not in mig)
+        return out
 
 
 # --- the flag tables, derived from the declarations in :mod:`.flags` ------------------------------
@@ -92,7 +103,7 @@ def _table(program: flags.Program) -> tuple[FlagSpec, ...]:
             names=cli.names,
             envs=cli.envs_for(program),
             kind=cli.kind,
-            help=cli.help,
+            help=cli.help_for(program),
             key=key,
             choices=cli.choices,
             metavar=cli.metavar,
@@ -330,14 +341,18 @@ def _default_resources(resources: Mapping[str, Any], mig_strategy: str) -> dict[
     return out
 
 
-def validate_flags(config: Config) -> None:
-    """NVIDIA's checks at (re)start, with its texts, prefixed "unable to validate flags: "."""
-    problem = _flag_problem(config)
+def validate_flags(config: Config, *, plugin_flags: bool = True) -> None:
+    """NVIDIA's checks at (re)start, with its texts, prefixed "unable to validate flags: ".
+
+    ``plugin_flags=False`` (the MPS daemon) leaves out what only the plugin takes: the host ``--mps-root``
+    (the daemon works under ``--mps-container-root`` alone, as NVIDIA's) and the plugin's intervals.
+    """
+    problem = _flag_problem(config, plugin_flags)
     if problem:
         raise ConfigError(f"unable to validate flags: {problem}")
 
 
-def _flag_problem(config: Config) -> str | None:
+def _flag_problem(config: Config, plugin_flags: bool = True) -> str | None:
     plugin = config.flags.plugin
     strategies = plugin.device_list_strategy
     if not strategies:
@@ -353,7 +368,7 @@ def _flag_problem(config: Config) -> str | None:
     if config.sharing_strategy == "mps":
         if config.flags.mig_strategy == "mixed":
             return "using --mig-strategy=mixed is not supported with MPS"
-        if not config.flags.mps_root:
+        if plugin_flags and not config.flags.mps_root:
             return "using MPS requires --mps-root to be specified"
     if config.flags.device_discovery_strategy not in flags.DISCOVERY_STRATEGIES:
         return f"invalid --device-discovery-strategy option {config.flags.device_discovery_strategy}"
@@ -369,9 +384,18 @@ def _flag_problem(config: Config) -> str | None:
             f"invalid --allocation-policy option: {plugin.allocation_policy} "
             f"(choose from {', '.join(flags.ALLOCATION_POLICIES)})"
         )
+    if plugin.gpu_milli is not None:
+        problem = flags.gpu_milli_problem(plugin.gpu_milli)
+        if problem:
+            return f"invalid --gpu-milli option: {plugin.gpu_milli!r}: {problem}"
     if not 0 < config.options.retry_interval_s <= 3600:
         return (
             f"invalid --registration-retry-interval option: {config.options.registration_retry_interval} "
+            "(must be within (0, 3600] seconds)"
+        )
+    if plugin_flags and not 0 < config.options.mps_check_interval_s <= 3600:
+        return (
+            f"invalid --mps-check-interval option: {config.options.mps_check_interval} "
             "(must be within (0, 3600] seconds)"
         )
     if plugin.quiet_period_s < 0:
@@ -426,11 +450,36 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
 
 
 def load_gfd(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
-    """The labeller's effective config (:func:`add_gfd_arguments`). Checks the MIG strategy only."""
+    """The labeller's effective config (:func:`add_gfd_arguments`), checked as GFD checks it at start."""
     config = load_flags(GFD_FLAGS, args, environ)
-    if config.flags.mig_strategy not in flags.MIG_STRATEGIES:
-        raise ConfigError(f"unable to validate flags: unknown MIG strategy: {config.flags.mig_strategy}")
+    problem = _gfd_problem(config)
+    if problem:
+        raise ConfigError(f"unable to validate flags: {problem}")
     return config
+
+
+def _gfd_problem(config: Config) -> str | None:
+    if config.flags.mig_strategy not in flags.MIG_STRATEGIES:
+        return f"unknown MIG strategy: {config.flags.mig_strategy}"
+    strategy = config.flags.device_discovery_strategy
+    if strategy not in flags.GFD_DISCOVERY_STRATEGIES:
+        return f"invalid --device-discovery-strategy option {strategy}"
+    options = config.options
+    try:
+        qps_ok = float(options.kube_api_qps) > 0
+    except ValueError:
+        qps_ok = False
+    if not qps_ok:
+        return f"invalid --kube-api-qps option {options.kube_api_qps!r}: a number greater than 0"
+    if not (options.kube_api_burst.isdigit() and int(options.kube_api_burst) > 0):
+        return f"invalid --kube-api-burst option {options.kube_api_burst!r}: an integer greater than 0"
+    if config.flags.use_node_feature_api:
+        # GFD's NewOutputer: the NodeFeature object is named after the node and lives in a namespace.
+        if not options.node_name:
+            return "required flag node-name not set (--node-name or NODE_NAME; or --use-node-feature-api=false)"
+        if not options.namespace:
+            return "required flag namespace not set"
+    return None
 
 
 def load_mps(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:

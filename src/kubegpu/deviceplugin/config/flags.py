@@ -39,6 +39,8 @@ DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri
 DEVICE_ID_STRATEGIES = ("uuid", "index")
 MIG_STRATEGIES = ("none", "single", "mixed")
 DISCOVERY_STRATEGIES = ("auto", "nvml", "tegra")
+#: GFD's ``--device-discovery-strategy`` values: the plugin's and ``vfio`` (GPUs bound to vfio-pci).
+GFD_DISCOVERY_STRATEGIES = (*DISCOVERY_STRATEGIES, "vfio")
 #: Policies for replicas and MIG devices (NVIDIA's ``--shared-devices-allocation-policy``).
 SHARED_POLICIES = policies.SHARED_POLICIES
 #: Policies for whole GPUs, the default first.
@@ -48,6 +50,8 @@ DEFAULT_WHOLE_GPU_POLICY = policies.DEFAULT_WHOLE_GPU_POLICY
 ALLOCATION_POLICIES = (policies.BEST_EFFORT, policies.TOPOLOGY, *policies.SHARED_POLICIES)
 DEFAULT_CDI_SPEC_DIR = "/var/run/cdi"
 DEFAULT_MPS_ROOT_HELM = "/run/nvidia/mps"
+#: Where NVIDIA's chart mounts the MPS root in the plugin, the MPS daemon and client containers (``mps.ContainerRoot``).
+MPS_CONTAINER_ROOT = "/mps"
 DEFAULT_QUIET_PERIOD = "0s"
 #: ``--health-recovery-xids`` words besides XID numbers: double-bit ECC errors, failed event waits, every class.
 ECC_CLASS = "ecc"
@@ -64,6 +68,28 @@ def recovery_classes(text: str) -> frozenset[str] | None:
         if not (item.isdigit() or item in (ECC_CLASS, WAIT_CLASS)):
             raise ValueError(f"{item!r} is not an XID number, {ECC_CLASS}, {WAIT_CLASS} or {ALL_CLASSES}")
     return frozenset(str(int(i)) if i.isdigit() else i for i in items)
+
+
+def gpu_milli_selection(text: str) -> str | tuple[str, ...]:
+    """``--gpu-milli``: ``"all"``, or the GPU indices/UUIDs listed; ValueError naming what is wrong."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise ValueError("empty: give all, or GPU indices/UUIDs")
+    if items == [ALL_CLASSES]:
+        return ALL_CLASSES
+    for item in items:
+        if not (item.isdigit() or item.startswith("GPU-")):
+            raise ValueError(f"{item!r} is neither a GPU index nor a GPU UUID (GPU-…)")
+    return tuple(dict.fromkeys(items))
+
+
+def gpu_milli_problem(text: str) -> str | None:
+    """What is wrong with a ``--gpu-milli`` value (None: nothing)."""
+    try:
+        gpu_milli_selection(text)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 DEFAULT_GFD_OUTPUT = "/etc/kubernetes/node-feature-discovery/features.d/gfd"
@@ -91,9 +117,14 @@ class Cli:
     metavar: str | None = None
     #: Env vars of a program that reads others than ``envs`` (GFD prefixes its own with ``GFD_``).
     program_envs: tuple[tuple[Program, tuple[str, ...]], ...] = ()
+    #: Help of a program whose flag means something else there (GFD's ``--node-name``).
+    program_help: tuple[tuple[Program, str], ...] = ()
 
     def envs_for(self, program: Program) -> tuple[str, ...]:
         return dict(self.program_envs).get(program, self.envs)
+
+    def help_for(self, program: Program) -> str:
+        return dict(self.program_help).get(program, self.help)
 
 
 def _cli(
@@ -105,6 +136,7 @@ def _cli(
     choices: tuple[str, ...],
     metavar: str | None,
     gfd_envs: str | None,
+    gfd_help: str | None = None,
 ) -> Cli:
     return Cli(
         names=tuple(names.split()),
@@ -114,7 +146,8 @@ def _cli(
         programs=programs,
         choices=choices,
         metavar=metavar,
-        program_envs=(("gfd", tuple(gfd_envs.split())),) if gfd_envs else (),
+        program_envs=(("gfd", tuple(gfd_envs.split())),) if gfd_envs is not None else (),
+        program_help=(("gfd", gfd_help),) if gfd_help else (),
     )
 
 
@@ -147,9 +180,11 @@ def option(
     programs: tuple[Program, ...] = PLUGIN,
     metavar: str | None = None,
     gfd_envs: str | None = None,
+    gfd_help: str | None = None,
 ) -> Any:
     """A command-line-only setting (no config-file key)."""
-    return field(default=default, metadata={_CLI: _cli(names, envs, kind, text, programs, (), metavar, gfd_envs)})
+    cli = _cli(names, envs, kind, text, programs, (), metavar, gfd_envs, gfd_help)
+    return field(default=default, metadata={_CLI: cli})
 
 
 def cli_of(f: dataclasses.Field[Any]) -> Cli | None:
@@ -203,7 +238,9 @@ class PluginFlags:
     container_driver_root: str = flag(
         "/driver-root", _STR, "containerDriverRoot", "--driver-root-ctr-path --container-driver-root",
         "DRIVER_ROOT_CTR_PATH CONTAINER_DRIVER_ROOT", "str",
-        "where the host driver root is mounted in the plugin container (default /driver-root)",
+        "where the host driver root is mounted in the container; libnvidia-ml.so.1 is searched under it "
+        "(default /driver-root)",
+        programs=("plugin", "gfd"),
     )  # fmt: skip
     """Where the host driver root is mounted inside the plugin container."""
     shared_devices_allocation_policy: str = flag(
@@ -218,6 +255,12 @@ class PluginFlags:
         "(default: topology for whole GPUs, the shared policy for replicas)",
     )  # fmt: skip
     """kubegpu: preferred-allocation policy; unset = topology for whole GPUs, the shared policy for replicas."""
+    gpu_milli: str | None = flag(
+        None, nullable(strict_str), "gpuMilli", "--gpu-milli", "GPU_MILLI", "str",
+        "kubegpu: advertise these GPUs as kubegpu.io/gpu-milli, 1000 units each, instead of nvidia.com/gpu: all, "
+        "or GPU indices/UUIDs, comma-separated (default off)",
+    )  # fmt: skip
+    """kubegpu: which whole GPUs are advertised as ``kubegpu.io/gpu-milli`` units (None: none)."""
     health_recovery_quiet_period: str = flag(
         DEFAULT_QUIET_PERIOD, before(durations.normalise_seconds), "healthRecoveryQuietPeriod",
         "--health-recovery-quiet-period", "HEALTH_RECOVERY_QUIET_PERIOD", "seconds",
@@ -271,7 +314,8 @@ class GfdFlags:
     )  # fmt: skip
     output_file: str = flag(
         DEFAULT_GFD_OUTPUT, _STR, "outputFile", "--output-file --output -o", "GFD_OUTPUT_FILE", "str",
-        f"feature file to write, '-' for stdout (default {DEFAULT_GFD_OUTPUT})", programs=("gfd",),
+        f"feature file to write with --use-node-feature-api=false, '' or '-' for stdout (default {DEFAULT_GFD_OUTPUT})",
+        programs=("gfd",),
     )  # fmt: skip
     machine_type_file: str = flag(
         DEFAULT_MACHINE_TYPE_FILE, _STR, "machineTypeFile", "--machine-type-file", "GFD_MACHINE_TYPE_FILE", "str",
@@ -297,6 +341,12 @@ class Flags:
         "fail if an error is encountered during initialization, e.g. the GPUs cannot be read (default true)",
         programs=("plugin", "gfd"), gfd_envs="GFD_FAIL_ON_INIT_ERROR FAIL_ON_INIT_ERROR",
     )  # fmt: skip
+    # mpsRoot before nvidiaDriverRoot: NVIDIA's CommandLineFlags order, which its logged JSON keeps.
+    mps_root: str = flag(
+        "", _STR, "mpsRoot", "--mps-root", "MPS_ROOT", "str",
+        "host directory of MPS pipes, logs, shm and readiness files, put into containers' mounts; required for MPS "
+        f"(helm: {DEFAULT_MPS_ROOT_HELM}); the plugin and the daemon see it at --mps-container-root",
+    )  # fmt: skip
     nvidia_driver_root: str = flag(
         "/", _STR, "nvidiaDriverRoot", "--driver-root --nvidia-driver-root", "NVIDIA_DRIVER_ROOT", "str",
         "host root of the NVIDIA driver installation (default /)",
@@ -304,11 +354,6 @@ class Flags:
     nvidia_dev_root: str = flag(
         "", _STR, "nvidiaDevRoot", "--dev-root --nvidia-dev-root", "NVIDIA_DEV_ROOT", "str",
         "host root of the /dev nodes (default: the driver root)",
-    )  # fmt: skip
-    mps_root: str = flag(
-        "", _STR, "mpsRoot", "--mps-root", "MPS_ROOT", "str",
-        f"host directory of MPS pipes, logs, shm and readiness files; required for MPS (helm: {DEFAULT_MPS_ROOT_HELM})",
-        programs=("plugin", "mps"),
     )  # fmt: skip
     gdrcopy_enabled: bool = flag(
         False, _BOOL, "gdrcopyEnabled", "--gdrcopy-enabled", "GDRCOPY_ENABLED", "bool", "inject gdrcopy (default false)"
@@ -319,11 +364,16 @@ class Flags:
     mofed_enabled: bool = flag(
         False, _BOOL, "mofedEnabled", "--mofed-enabled", "MOFED_ENABLED", "bool", "inject MOFED (default false)"
     )
-    use_node_feature_api: bool = field(default=True, metadata=checked(_BOOL, "useNodeFeatureAPI"))
-    """A file-only setting (NVIDIA's chart sets it); kept so an effective config loads again."""
+    use_node_feature_api: bool = flag(
+        True, _BOOL, "useNodeFeatureAPI", "--use-node-feature-api", "USE_NODE_FEATURE_API", "bool",
+        "publish the labels as the NodeFeature object nvidia-features-for-<node> (nfd.k8s-sigs.io/v1alpha1) "
+        "through the API instead of writing --output-file (default true, as GFD v0.20)",
+        programs=("gfd",), gfd_envs="GFD_USE_NODE_FEATURE_API USE_NODE_FEATURE_API",
+    )  # fmt: skip
+    """GFD: NodeFeature object (true) or NFD feature file (false); the plugin ignores it."""
     device_discovery_strategy: str = flag(
         "auto", _STR, "deviceDiscoveryStrategy", "--device-discovery-strategy", "DEVICE_DISCOVERY_STRATEGY", "str",
-        "auto | nvml | tegra (default auto)",
+        "auto | nvml | tegra (default auto)", programs=("plugin", "gfd"),
     )  # fmt: skip
     plugin: PluginFlags = field(default_factory=PluginFlags, metadata=checked(model(PluginFlags)))
     gfd: GfdFlags = field(default_factory=GfdFlags, metadata=checked(model(GfdFlags)))
@@ -387,18 +437,64 @@ class Options:
         None, "--node-name", "KUBEGPU_NODE_NAME", "str",
         "kubegpu: publish this node's GPUs (annotation kubegpu.io/gpus) on the Node so named and honour the "
         "scheduler's pick (kubegpu.io/gpu-devices on its pods); default off (KUBEGPU_NODE_NAME from the downward API)",
-        metavar="NAME",
+        metavar="NAME", programs=("plugin", "gfd"), gfd_envs="NODE_NAME",
+        gfd_help="the node to label: the NodeFeature object is nvidia-features-for-<node> (required with "
+        "--use-node-feature-api; NODE_NAME from the downward API)",
     )  # fmt: skip
-    """kubegpu: the Node to publish the GPUs on and whose pods' picks to honour; None: neither."""
+    """kubegpu: the Node to publish the GPUs on and whose pods' picks to honour; None: neither.
+    GFD: the node the NodeFeature object describes."""
     kubeconfig: str | None = option(
         None, "--kubeconfig", "", "path",
         "kubegpu: the cluster of --node-name (default $KUBECONFIG, else the in-cluster service account)",
+        programs=("plugin", "gfd"), gfd_envs="KUBECONFIG",
+        gfd_help="kubeconfig of the cluster the NodeFeature object is written to (default: the in-cluster "
+        "service account)",
     )  # fmt: skip
     """kubegpu: kubeconfig for ``node_name``'s API calls; None: ``$KUBECONFIG`` or in-cluster."""
+    namespace: str = option(
+        "default", "--namespace", "NAMESPACE", "str",
+        "the namespace of the NodeFeature object (default default; the chart passes the pod's own)",
+        programs=("gfd",),
+    )  # fmt: skip
+    """GFD: the namespace the NodeFeature object is written to."""
+    pod_name: str = option(
+        "", "--pod-name", "POD_NAME", "str",
+        "this pod's name: the NodeFeature object is owned by it and its DaemonSet, so deleting the DaemonSet "
+        "deletes the object (default: no owners)",
+        programs=("gfd",),
+    )  # fmt: skip
+    """GFD: the pod whose DaemonSet and self own the NodeFeature object; empty: no owner references."""
+    kube_api_qps: str = option(
+        "5", "--kube-api-qps", "KUBE_API_QPS", "str", "QPS to use while talking to the API server (default 5)",
+        programs=("gfd",), metavar="QPS",
+    )  # fmt: skip
+    """GFD: client-side request rate limit (a number > 0)."""
+    kube_api_burst: str = option(
+        "10", "--kube-api-burst", "KUBE_API_BURST", "str",
+        "burst to use while talking to the API server (default 10)", programs=("gfd",), metavar="BURST",
+    )  # fmt: skip
+    """GFD: client-side request burst (an integer > 0)."""
+    mps_container_root: str = option(
+        MPS_CONTAINER_ROOT, "--mps-container-root", "KUBEGPU_MPS_CONTAINER_ROOT", "path",
+        "kubegpu: where the MPS root is mounted in the plugin, the MPS daemon and client containers "
+        f"(default {MPS_CONTAINER_ROOT}, fixed in NVIDIA's plugin; only tests change it)",
+        programs=("plugin", "mps"),
+    )  # fmt: skip
+    """kubegpu: the container path of the MPS root (NVIDIA: always ``/mps``); pipes, logs, ``.ready`` live under it."""
+    mps_check_interval: str = option(
+        "5s", "--mps-check-interval", "KUBEGPU_MPS_CHECK_INTERVAL", "seconds",
+        "kubegpu: while serving MPS resources, check the MPS daemon this often (readiness files and control pipe); "
+        "seconds or a Go duration (default 5s, NVIDIA's MPS readiness poll)",
+    )  # fmt: skip
+    """kubegpu: how often a serving plugin checks its MPS daemon (Unhealthy while it is down)."""
 
     @property
     def retry_interval_s(self) -> float:
         return durations.duration_seconds(durations.normalise_seconds(self.registration_retry_interval))
+
+    @property
+    def mps_check_interval_s(self) -> float:
+        return durations.duration_seconds(durations.normalise_seconds(self.mps_check_interval))
 
 
 def declared(cls: type[Any], key: tuple[str, ...] = ()) -> Iterator[tuple[str, tuple[str, ...] | None, Cli]]:

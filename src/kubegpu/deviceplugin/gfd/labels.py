@@ -5,7 +5,8 @@ Owns computing the label set of a machine under a config: product (sanitised,
 variants), count, replicas, sharing strategy, memory, family, compute
 capability, mode, MIG/MPS capability, MIG strategy, per-profile MIG labels
 (mixed) and MIG attributes on ``nvidia.com/gpu.*`` (single), driver and CUDA
-versions, machine type and the timestamp; and the NFD feature-file text.
+versions, machine type, the NVLink clique (``gpu.clique``), the vGPU host (``vgpu.*``) and the timestamp; and
+the NFD feature-file text.
 Pure: the machine type and timestamp are passed in; reading files and writing
 the feature file is :mod:`kubegpu.deviceplugin.gfd.command`'s job.
 
@@ -209,6 +210,30 @@ def _mode(gpus: Iterable[Gpu]) -> str:
     return modes.pop() if len(modes) == 1 else "unknown"
 
 
+def _clique_labels(machine: Machine) -> dict[str, str]:
+    """GFD's IMEX labeler: ``gpu.clique`` = ``<cluster UUID>.<clique id>`` when every fabric-attached GPU agrees
+    on both; nothing when no GPU is attached or they disagree (GFD logs "non-unique" and labels nothing)."""
+    fabrics = [g.fabric for g in machine.gpus if g.fabric is not None]
+    clusters = {f.cluster_uuid for f in fabrics}
+    cliques = {f.clique_id for f in fabrics}
+    if len(clusters) != 1 or len(cliques) != 1:
+        return {}
+    return {f"{GPU}.clique": f"{clusters.pop()}.{cliques.pop()}"}
+
+
+def _vgpu_labels(machine: Machine) -> dict[str, str]:
+    """GFD's vGPU labeler: ``vgpu.present=true`` and the host driver's version and branch (the last vGPU's, as
+    GFD's loop leaves them) when the GPUs are vGPUs; nothing otherwise (GFD writes no ``false``)."""
+    hosts = [g.vgpu for g in machine.gpus if g.vgpu is not None]
+    if not hosts:
+        return {}
+    return {
+        f"{PREFIX}/vgpu.present": "true",
+        f"{PREFIX}/vgpu.host-driver-version": hosts[-1].host_driver_version,
+        f"{PREFIX}/vgpu.host-driver-branch": hosts[-1].host_driver_branch,
+    }
+
+
 def labels(machine: Machine, config: Config, *, machine_type: str, timestamp: int | None) -> dict[str, str]:
     """Every label of ``machine`` under ``config``, sorted by key. ``timestamp`` None leaves it out."""
     out: dict[str, str] = {}
@@ -228,6 +253,8 @@ def labels(machine: Machine, config: Config, *, machine_type: str, timestamp: in
     if mps and any(g.mig_enabled for g in machine.gpus):
         raise LabelError("sharing using MPS is not supported on a node with MIG-enabled GPUs")
     out[f"{PREFIX}/mps.capable"] = str(mps).lower()
+    out.update(_clique_labels(machine))
+    out.update(_vgpu_labels(machine))
     return dict(sorted(out.items()))
 
 

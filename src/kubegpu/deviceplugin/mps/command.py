@@ -1,9 +1,10 @@
 """``kubegpu mps-daemon``: start one MPS control daemon per MPS-shared resource, keep them, stop them.
 
 Owns the command line (NVIDIA's ``mps-control-daemon`` flags ``--config-file``
-and ``--mig-strategy``, plus ``--mps-root``, ``--machine``, ``--control-program``
-and ``--nvidia-smi``) and the lifecycle: load the config, build the resources,
-start every daemon, write ``<mps root>/.ready``; SIGHUP stops them all and
+and ``--mig-strategy``, plus ``--mps-container-root``, ``--machine``,
+``--control-program`` and ``--nvidia-smi``) and the lifecycle: load the config,
+build the resources, start every daemon under the container root (``/mps``, where
+NVIDIA's chart mounts the host's MPS root), write ``/mps/.ready``; SIGHUP stops them all and
 starts again from a re-read config; SIGTERM/SIGINT stop them and exit 0. A
 failed start stops what was started and exits 1 (the DaemonSet restarts it).
 Must not build Allocate responses or serve gRPC.
@@ -56,10 +57,13 @@ def parser() -> argparse.ArgumentParser:
 
 def _load(args: argparse.Namespace, env: Mapping[str, str]) -> Config:
     cfg = effective.load_mps(args, env)
-    effective.validate_flags(cfg)
-    if cfg.sharing_strategy == "mps" and not cfg.flags.mps_root:
-        raise ConfigError("unable to validate flags: using MPS requires --mps-root to be specified")
+    effective.validate_flags(cfg, plugin_flags=False)
     return cfg
+
+
+def _root(cfg: Config) -> Path:
+    """Where the daemons' pipes, logs and readiness files go: the MPS root as this container sees it."""
+    return Path(cfg.options.mps_container_root)
 
 
 def _daemons(cfg: Config, args: argparse.Namespace) -> list[control.Daemon]:
@@ -68,7 +72,7 @@ def _daemons(cfg: Config, args: argparse.Namespace) -> list[control.Daemon]:
 
     machine = read_machine(cfg.options.machine, driver_root=cfg.flags.nvidia_driver_root)
     resources = resource_map.build(machine, cfg)
-    plans = sharing.daemons(resources, machine, Path(cfg.flags.mps_root or "/"))
+    plans = sharing.daemons(resources, machine, _root(cfg))
     smi = shlex.split(args.nvidia_smi)
     return [control.Daemon(p, control=args.control_program, nvidia_smi=smi) for p in plans]
 
@@ -115,7 +119,7 @@ def main(argv: list[str], environ: Mapping[str, str] | None = None) -> int:
                 return _failed(exc)
             except errors.GpuError as exc:
                 return _failed(exc)
-            root = Path(cfg.flags.mps_root or "/")
+            root = _root(cfg)
             if not daemons:
                 log.info("no resource is shared with MPS; nothing to start")
             try:

@@ -4,9 +4,10 @@ Owns the :class:`Daemon` that carries out a :class:`~.sharing.DaemonPlan` throug
 injectable commands: compute mode
 ``EXCLUSIVE_PROCESS`` via ``nvidia-smi``, ``nvidia-cuda-mps-control -d``, the
 ``set_default_*`` commands on its stdin, the ``.started`` file, the health
-query, and ``quit`` + compute mode ``DEFAULT`` on stop; and the readiness check
-the plugin makes before serving an MPS resource (the ``.ready``/``.started``
-files). Must not decide what a daemon is (that is :mod:`.sharing`, pure) or Allocate responses
+query, and ``quit`` + compute mode ``DEFAULT`` on stop; and the check the
+plugin makes before and while serving an MPS resource (the ``.ready``/``.started``
+files, then the control pipe answering: :class:`DaemonCheck`). Must not decide
+what a daemon is (that is :mod:`.sharing`, pure) or Allocate responses
 (``responses`` mounts the pipe directory into containers).
 """
 
@@ -15,14 +16,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from kubegpu.deviceplugin.errors import DevicePluginError
-from kubegpu.deviceplugin.mps.sharing import READY_FILE, STARTED_FILE, DaemonPlan
+from kubegpu.deviceplugin.mps.sharing import PIPE_ENV, READY_FILE, STARTED_FILE, DaemonPlan, daemon_env
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class Result:
 Runner = Callable[[Sequence[str], Mapping[str, str], str | None], Result]
 
 
-def run_command(argv: Sequence[str], env: Mapping[str, str], stdin: str | None) -> Result:
+def run_command(argv: Sequence[str], env: Mapping[str, str], stdin: str | None, timeout: float = 60.0) -> Result:
     """Run a program with ``env`` added to ours and ``stdin`` as its input (nothing: /dev/null)."""
     try:
         done = subprocess.run(
@@ -54,7 +54,7 @@ def run_command(argv: Sequence[str], env: Mapping[str, str], stdin: str | None) 
             env={**os.environ, **env},
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=timeout,
             check=False,
         )
     except FileNotFoundError:
@@ -153,6 +153,8 @@ class Daemon:
                 errors.append(exc)
         with contextlib.suppress(FileNotFoundError):
             self.plan.started_file.unlink()
+        import shutil  # only when a daemon is stopped: not on the plugin's start path
+
         shutil.rmtree(self.plan.log_dir, ignore_errors=True)
         log.info("MPS daemon stopped", extra={"resource": self.plan.resource})
         if errors:
@@ -173,9 +175,67 @@ def readiness_problem(root: Path, resources: Sequence[str]) -> str | None:
     if not resources:
         return None
     if not ready_file(root).exists():
-        return f"{ready_file(root)} does not exist: is 'kubegpu mps-daemon --mps-root {root}' running?"
+        return (
+            f"{ready_file(root)} does not exist: is the MPS control daemon running, "
+            f"with the MPS root mounted at {root} in its container too?"
+        )
     for resource in resources:
         started = root / resource / STARTED_FILE
         if not started.exists():
             return f"{started} does not exist: the MPS daemon of {resource} has not started"
     return None
+
+
+#: How long the plugin's health query may take before the daemon counts as not answering.
+CHECK_TIMEOUT_S = 10.0
+
+
+def _check_runner(argv: Sequence[str], env: Mapping[str, str], stdin: str | None) -> Result:
+    return run_command(argv, env, stdin, timeout=CHECK_TIMEOUT_S)
+
+
+class DaemonCheck:
+    """The plugin's check of the MPS daemons of ``resources``, as their clients see them under ``root``.
+
+    :meth:`problem` asks for the readiness files (:func:`readiness_problem`), then sends each daemon
+    ``get_default_active_thread_percentage`` on its control pipe (NVIDIA's ``AssertHealthy``): a daemon that
+    died without removing its files shows here. Without the control program (not on ``PATH``, or not mounted
+    into the plugin's container) only the files are checked, which is logged once. Blocking: the supervisor
+    runs it in a worker thread.
+
+    Parameters:
+        root: the MPS root as this process sees it (``--mps-container-root``).
+        resources: the MPS-shared resources served.
+        control: the ``nvidia-cuda-mps-control`` program.
+        run: how it is run (tests may inject a runner).
+    """
+
+    def __init__(
+        self, root: Path, resources: Sequence[str], control: str = CONTROL_PROGRAM, run: Runner = _check_runner
+    ) -> None:
+        self.root = root
+        self.resources = tuple(resources)
+        self.control = control
+        self._run = run
+        #: False once the control program was not found: pipes are no longer asked.
+        self.asks_pipes = True
+
+    def problem(self) -> str | None:
+        """Why the daemons cannot serve clients now, or None."""
+        files = readiness_problem(self.root, self.resources)
+        if files is not None or not self.asks_pipes:
+            return files
+        for resource in self.resources:
+            env = daemon_env(self.root, resource)
+            result = self._run([self.control], env, "get_default_active_thread_percentage\n")
+            if result.returncode == 127:
+                self.asks_pipes = False
+                log.warning(
+                    "cannot ask the MPS control daemon; checking its readiness files only",
+                    extra={"program": self.control, "error": result.stderr.strip()},
+                )
+                return None
+            if result.returncode != 0:
+                detail = (result.stderr or result.stdout).strip() or f"exit {result.returncode}"
+                return f"the MPS control daemon of {resource} does not answer on {env[PIPE_ENV]}: {detail}"
+        return None

@@ -2,7 +2,8 @@
 
 Owns the plan, as NVIDIA's daemon makes it: which resources get a daemon
 (replicated, non-MIG resources under MPS sharing), their pipe and log directories
-under the MPS root, the daemon environment, the per-GPU pinned-memory limit
+under the MPS root as the containers see it (``/mps``, NVIDIA's fixed container
+root), the daemon environment, the per-GPU pinned-memory limit
 ``<memory / replicas>M`` and the default active-thread percentage
 ``100 / replicas``, and the readiness file names. Pure: running the daemons is
 :mod:`.control`'s.
@@ -20,6 +21,21 @@ READY_FILE = ".ready"
 STARTED_FILE = ".started"
 PIPE_ENV = "CUDA_MPS_PIPE_DIRECTORY"
 LOG_ENV = "CUDA_MPS_LOG_DIRECTORY"
+
+
+def pipe_dir(root: Path, resource: str) -> Path:
+    """``<root>/<resource>/pipe``: the daemon's ``CUDA_MPS_PIPE_DIRECTORY`` (NVIDIA's ``Root.PipeDir``)."""
+    return root / resource / "pipe"
+
+
+def log_dir(root: Path, resource: str) -> Path:
+    """``<root>/<resource>/log``: the daemon's ``CUDA_MPS_LOG_DIRECTORY``."""
+    return root / resource / "log"
+
+
+def daemon_env(root: Path, resource: str) -> dict[str, str]:
+    """What the daemon of ``resource`` and every control command to it run with."""
+    return {PIPE_ENV: str(pipe_dir(root, resource)), LOG_ENV: str(log_dir(root, resource))}
 
 
 @dataclass(frozen=True)
@@ -46,11 +62,11 @@ class DaemonPlan:
 
     @property
     def pipe_dir(self) -> Path:
-        return self.directory / "pipe"
+        return pipe_dir(self.root, self.resource)
 
     @property
     def log_dir(self) -> Path:
-        return self.directory / "log"
+        return log_dir(self.root, self.resource)
 
     @property
     def started_file(self) -> Path:
@@ -58,7 +74,7 @@ class DaemonPlan:
 
     @property
     def env(self) -> dict[str, str]:
-        return {PIPE_ENV: str(self.pipe_dir), LOG_ENV: str(self.log_dir)}
+        return daemon_env(self.root, self.resource)
 
     @property
     def active_thread_percentage(self) -> int:

@@ -5,7 +5,9 @@ Owns the task that consumes ``backend.health_events()``, feeds a
 attached server's Unhealthy set and then tells its listeners (the Node writer),
 logs one line per device health transition
 (with the XID and its meaning) and one per event the policy ignores, and
-reports device health and transitions to the plugin's metrics. Health survives server restarts
+reports device health and transitions to the plugin's metrics; and holds whole
+resources Unhealthy while something outside the GPUs keeps them from working
+(:meth:`HealthMonitor.hold`: their MPS daemon is down). Health survives server restarts
 (the kubelet coming back), because the monitor outlives the servers. Must not
 hold policy (that is :mod:`.health`) or serve anything.
 """
@@ -68,6 +70,8 @@ class HealthMonitor:
         self.metrics.advertise({r.name: [d.id for d in r.devices] for r in resources}, {})
         self._sinks: dict[str, HealthSink] = {}
         self._shown: dict[str, dict[str, health.Fault]] = {r.name: {} for r in resources}
+        #: Resources whose every device is Unhealthy for a reason outside the GPUs (their MPS daemon is down).
+        self._held: dict[str, str] = {}
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.events_seen = 0
@@ -75,8 +79,24 @@ class HealthMonitor:
         self.listeners: list[Callable[[], None]] = []
 
     def unhealthy(self, resource_name: str) -> set[str]:
-        """The IDs of ``resource_name`` that are Unhealthy now."""
+        """The IDs of ``resource_name`` that are Unhealthy now (every one while the resource is held)."""
+        if resource_name in self._held:
+            return {d.id for r in self.resources if r.name == resource_name for d in r.devices}
         return set(self._shown.get(resource_name, {}))
+
+    def hold(self, resource_name: str, reason: str | None) -> None:
+        """Show every device of ``resource_name`` Unhealthy because of ``reason``; None shows their own health again.
+
+        The devices' own faults are kept underneath and show again on release. Pushed at once when it changes.
+        """
+        if reason is None:
+            if self._held.pop(resource_name, None) is None:
+                return
+        elif self._held.get(resource_name) == reason:
+            return
+        else:
+            self._held[resource_name] = reason
+        self._publish(None)
 
     def attach(self, sink: HealthSink) -> None:
         """Drive ``sink`` from now on, starting with the current health of its resource."""
@@ -171,9 +191,10 @@ class HealthMonitor:
                         },
                     )
             self._shown[resource.name] = now
-            self.metrics.set_health(resource.name, set(now))
+            shown = self.unhealthy(resource.name)
+            self.metrics.set_health(resource.name, shown)
             sink = self._sinks.get(resource.name)
             if sink is not None:
-                sink.set_unhealthy(set(now))
+                sink.set_unhealthy(shown)
         for listener in self.listeners:
             listener()

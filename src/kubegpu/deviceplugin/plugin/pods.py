@@ -22,6 +22,7 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Pod
 
 from kubegpu import kubeconfig as kubeconfig_
+from kubegpu.deviceplugin import naming
 from kubegpu.deviceplugin.rm import picks
 from kubegpu.deviceplugin.rm.resources import Resource
 
@@ -138,9 +139,12 @@ class NodePods:
         if decision.devices is None or decision.pod is None:
             return None
         self._promised[resource.name] = (decision.pod, decision.devices)
+        # A share is hundreds of unit IDs of one GPU: logged as that GPU and the count.
+        shown = naming.unique_physical_ids(decision.devices) if resource.is_milli else decision.devices
+        units = len(decision.devices)
         log.info(
             "honouring the scheduler's pick",
-            extra={"resource": resource.name, "pod": decision.pod.key, "devices": decision.devices},
+            extra={"resource": resource.name, "pod": decision.pod.key, "devices": shown, "units": units},
         )
         return decision.devices
 
@@ -165,7 +169,7 @@ class NodePods:
             )
         given = self._given.setdefault(pod.uid, set())
         given |= got
-        if {d for d in pod.devices if d in resource.by_id} <= given:
+        if picks.fully_given(pod, resource, given):
             self._allocated.add(pod.uid)
 
 

@@ -117,6 +117,9 @@ class DevicePluginService(api_pb2_grpc.DevicePluginServicer):
         self.handlers = handlers
         self.metrics = metrics if metrics is not None else PluginMetrics()
         self._unhealthy: frozenset[str] = frozenset()
+        self._list: api_pb2.ListAndWatchResponse | None = None  # the full list as last sent
+        self._listed_unhealthy: frozenset[str] = frozenset()  # the Unhealthy devices in it
+        self._position: dict[str, int] = {}
         self._changed = asyncio.Event()
         self._stopping = False
         self.streams = 0  # open ListAndWatch streams, for tests and logs
@@ -145,15 +148,28 @@ class DevicePluginService(api_pb2_grpc.DevicePluginServicer):
         changed.set()
 
     def snapshot(self) -> api_pb2.ListAndWatchResponse:
-        """Every device of the resource with its health and NUMA node."""
-        devices = []
-        for device in self.resource.devices:
-            health = constants.UNHEALTHY if device.id in self._unhealthy else constants.HEALTHY
-            topology = None
-            if device.numa is not None:
-                topology = api_pb2.TopologyInfo(nodes=[api_pb2.NUMANode(ID=device.numa)])
-            devices.append(api_pb2.Device(ID=device.id, health=health, topology=topology))
-        return api_pb2.ListAndWatchResponse(devices=devices)
+        """Every device of the resource with its health and NUMA node (a fresh message each call).
+
+        The full list is built once and only the devices whose health changed are rewritten, then copied: a node
+        advertising 8 GPUs x 1000 ``kubegpu.io/gpu-milli`` units resends in milliseconds (``bench/gpu_milli.py``).
+        """
+        if self._list is None:
+            devices = []
+            for device in self.resource.devices:
+                topology = None
+                if device.numa is not None:
+                    topology = api_pb2.TopologyInfo(nodes=[api_pb2.NUMANode(ID=device.numa)])
+                devices.append(api_pb2.Device(ID=device.id, health=constants.HEALTHY, topology=topology))
+            self._list = api_pb2.ListAndWatchResponse(devices=devices)
+            self._position = {d.id: n for n, d in enumerate(self.resource.devices)}
+        listed = self._list.devices
+        for device_id in self._listed_unhealthy ^ self._unhealthy:
+            unhealthy = device_id in self._unhealthy
+            listed[self._position[device_id]].health = constants.UNHEALTHY if unhealthy else constants.HEALTHY
+        self._listed_unhealthy = self._unhealthy
+        fresh = api_pb2.ListAndWatchResponse()
+        fresh.CopyFrom(self._list)
+        return fresh
 
     # --- RPCs -----------------------------------------------------------------------------------------------
 
@@ -264,6 +280,8 @@ class PluginServer:
         """Remove a stale socket, serve, and check that the socket answers; raises :class:`PluginServeError`."""
         if len(os.fsencode(self.socket_path.absolute())) > MAX_SOCKET_PATH:
             raise PluginServeError(f"{self.socket_path}: longer than the {MAX_SOCKET_PATH} bytes a unix socket allows")
+        if not self.socket_path.parent.is_dir():  # gRPC's bind would fail with a page of core noise
+            raise PluginServeError(f"{self.socket_path}: directory {self.socket_path.parent} does not exist")
         try:
             _remove_stale(self.socket_path)
         except OSError as exc:

@@ -3,8 +3,9 @@
 Owns the order of things — open the backend and discover the machine, build
 its resources under the effective config (:func:`.resource_map.build`), write
 the CDI specs when a CDI strategy is on, start the health monitor, wait for the
-kubelet (and for the MPS daemons of MPS resources), then per resource serve
-the DevicePlugin socket and register it — and every restart:
+kubelet (and for the MPS daemons of MPS resources, watched from then on:
+:mod:`.mpswatch`), then per resource serve the DevicePlugin socket and register
+it — and every restart:
 
 * kubelet.sock created anew (a kubelet restart): stop all servers **first**,
   which ends their ListAndWatch streams, then serve and register again; there
@@ -36,6 +37,7 @@ import functools
 import logging
 import os
 import signal
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -45,13 +47,12 @@ from kubegpu.deviceplugin.config.effective import Config
 from kubegpu.deviceplugin.config.flags import recovery_classes
 from kubegpu.deviceplugin.config.v1 import ConfigError
 from kubegpu.deviceplugin.errors import DevicePluginError, KubeletUnavailable, MpsNotReady
-from kubegpu.deviceplugin.mps import control
 from kubegpu.deviceplugin.plugin import registration, server
 from kubegpu.deviceplugin.plugin.host import HostError, HostView, imex_channels
 from kubegpu.deviceplugin.plugin.metrics import PluginMetrics
 from kubegpu.deviceplugin.plugin.monitor import HealthMonitor
 from kubegpu.deviceplugin.plugin.watcher import Identity, KubeletSocketWatcher
-from kubegpu.deviceplugin.rm import health, mig_caps, nodegpus, preferred, resource_map, responses, xids
+from kubegpu.deviceplugin.rm import health, mig_caps, preferred, resource_map, responses, xids
 from kubegpu.deviceplugin.rm.resources import Resource
 from kubegpu.gpu import errors as gpu_errors
 from kubegpu.gpu.backend import GpuBackend
@@ -60,6 +61,7 @@ from kubegpu.gpu.model import Machine
 
 if TYPE_CHECKING:
     from kubegpu.deviceplugin.plugin import pods, publisher
+    from kubegpu.deviceplugin.plugin.mpswatch import MpsWatch
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,39 @@ NO_DEVICES = "No devices found. Waiting indefinitely."
 PROC_ROOT = Path("/proc")
 
 Outcome = Literal["stop", "restart", "kubelet", "timeout"]
+
+
+async def _in_thread(call: Callable[[], Machine]) -> Machine:
+    """``call()`` in a thread of its own that ends with it (NVML's init may block the loop for seconds).
+
+    Not ``asyncio.to_thread``: its executor's worker would stay for the life of the process for one
+    discovery per start, and the executor module is not needed otherwise.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Machine] = loop.create_future()
+
+    def run() -> None:
+        deliver: Callable[[], object]
+        try:
+            result = call()
+        except BaseException as exc:
+            deliver = functools.partial(_settle, done, error=exc)
+        else:
+            deliver = functools.partial(_settle, done, result=result)
+        with contextlib.suppress(RuntimeError):  # the loop closed first: nobody waits any more
+            loop.call_soon_threadsafe(deliver)
+
+    threading.Thread(target=run, name="discover", daemon=True).start()
+    return await done
+
+
+def _settle(done: asyncio.Future[Machine], result: Machine | None = None, error: BaseException | None = None) -> None:
+    if done.done():  # the waiter was cancelled (a stop during a slow discovery)
+        return
+    if error is not None:
+        done.set_exception(error)
+    elif result is not None:
+        done.set_result(result)
 
 
 class StartupFailed(DevicePluginError):
@@ -148,6 +183,7 @@ class Supervisor:
             self.watcher.poll_interval = watcher_poll_interval
         self.servers: dict[str, server.PluginServer] = {}
         self.monitor: HealthMonitor | None = None
+        self.mps_watch: MpsWatch | None = None
         self.registrations = 0
         self.registered = asyncio.Event()  # set while every resource is served (and registered, with a kubelet)
         self._pending: Literal["stop", "restart"] | None = None
@@ -219,12 +255,12 @@ class Supervisor:
             # A daemon must not die on bad input: the config that runs now stays until a good one comes.
             log.error("config reload failed, keeping the running config", extra={"error": str(exc)})
             return
-        log.info("running with config", extra={"config": self.config.to_dict()})
+        log.info("running with config", extra={"config": self.config.running_config()})
 
     async def _discover(self, backend: GpuBackend) -> Machine | None:
         """The machine, or None when NVML cannot start and ``--fail-on-init-error=false`` says wait."""
         try:
-            return await asyncio.to_thread(backend.discover)
+            return await _in_thread(backend.discover)
         except gpu_errors.GpuError as exc:
             if self.config.flags.fail_on_init_error:
                 hint = " (use --machine PROFILE for a simulated machine)" if self.config.options.machine is None else ""
@@ -290,6 +326,7 @@ class Supervisor:
                 recoverable=recovery_classes(config.flags.plugin.health_recovery_xids),
             )
             self.monitor = HealthMonitor(backend, served, book, self.metrics)
+            self.mps_watch = self._mps_watch(served, self.monitor)
             node = self._node_api(machine, served, self.monitor)
             node_pods = None if node is None else node[1]
             handlers = {r.name: handlers_for(r, machine, config, options, view, node_pods) for r in served}
@@ -298,6 +335,9 @@ class Supervisor:
                 return await self._serve(served, handlers)
             finally:
                 await self._stop_servers()
+                if self.mps_watch is not None:
+                    await self.mps_watch.stop()
+                    self.mps_watch = None
                 await self.monitor.stop()
                 if node is not None:
                     await node[0].stop()
@@ -314,8 +354,9 @@ class Supervisor:
         if not node_name:
             return None
         # Imported only here: the API client (lightkube) costs start time and ~7 MiB that a plugin without
-        # --node-name need not pay.
+        # --node-name need not pay; the node description needs the machine profiles' JSON forms.
         from kubegpu.deviceplugin.plugin import pods, publisher
+        from kubegpu.deviceplugin.rm import nodegpus
 
         try:
             node = publisher.connect(node_name, self.config.options.kubeconfig)
@@ -333,6 +374,19 @@ class Supervisor:
         node_pods.start()
         log.info("publishing the GPUs on the node", extra={"node": node_name, "annotation": nodegpus.GPUS_ANNOTATION})
         return node, node_pods
+
+    def _mps_watch(self, served: tuple[Resource, ...], monitor: HealthMonitor) -> MpsWatch | None:
+        """The watch of the MPS daemons when some resource is shared with MPS, else None."""
+        using_mps = [r.name for r in served if r.sharing == "mps" and r.is_shared]
+        if not using_mps:
+            return None
+        # Imported only here: plugins without MPS need neither the daemons' state nor subprocess.
+        from kubegpu.deviceplugin.mps import control
+        from kubegpu.deviceplugin.plugin.mpswatch import MpsWatch
+
+        options = self.config.options
+        check = control.DaemonCheck(Path(options.mps_container_root), using_mps)
+        return MpsWatch(check, monitor, options.mps_check_interval_s)
 
     def _mig_minors(self, simulated: bool) -> mig_caps.MigMinors | None:
         """The host's MIG capability minors (NVML), or None for the driver's numbering (simulated machines)."""
@@ -435,11 +489,11 @@ class Supervisor:
 
     async def _start_servers(self, served: tuple[Resource, ...], handlers: dict[str, server.Handlers]) -> None:
         assert self.monitor is not None
-        config = self.config
-        using_mps = [r.name for r in served if r.sharing == "mps" and r.is_shared]
-        problem = control.readiness_problem(Path(config.flags.mps_root), using_mps) if using_mps else None
-        if problem is not None:
-            raise MpsNotReady(problem)
+        if self.mps_watch is not None:
+            problem = await self.mps_watch.check()
+            if problem is not None:
+                raise MpsNotReady(problem)
+            self.mps_watch.start()
         for resource in served:
             plugin = server.PluginServer(
                 resource, self.socket_dir / resource.socket_name, handlers[resource.name], self.metrics

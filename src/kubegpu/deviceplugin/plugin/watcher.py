@@ -81,8 +81,8 @@ class KubeletSocketWatcher:
 
     async def _inotify_loop(self) -> None:
         try:
-            from asyncinotify import Inotify, Mask
-        except ImportError:  # pragma: no cover - a declared dependency
+            from kubegpu.common.inotify import Inotify, Mask
+        except ImportError:  # pragma: no cover - ctypes is part of CPython
             log.warning("inotify unavailable, polling the kubelet socket", extra={"interval_s": self.poll_interval})
             return
         directory, name = self.socket_path.parent, self.socket_path.name
@@ -112,7 +112,7 @@ class KubeletSocketWatcher:
 
     async def _await_directory(self, directory: Path) -> bool:
         """Wait (at most one poll period) for ``directory`` to be created; False when its parent is missing too."""
-        from asyncinotify import Inotify, Mask
+        from kubegpu.common.inotify import Inotify, Mask
 
         try:
             with Inotify() as inotify:

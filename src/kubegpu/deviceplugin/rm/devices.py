@@ -20,7 +20,7 @@ class Device:
     """One device of one resource.
 
     ``id`` is what ListAndWatch advertises and Allocate receives (a GPU UUID, a
-    MIG UUID, or a replica ``<uuid>::<n>``). ``gpu_uuid``/``gpu_index`` name
+    MIG UUID, a replica ``<uuid>::<n>``, or a milli unit ``<uuid>::m<k>``). ``gpu_uuid``/``gpu_index`` name
     the physical GPU it lives on: health events and topology are about GPUs.
     ``mig`` is the (GPU instance, compute instance) pair of a MIG device, None
     for a whole GPU. ``index`` is NVIDIA's index string (``"3"``, ``"3:1"``).
@@ -34,11 +34,32 @@ class Device:
     paths: tuple[str, ...] = ()
     mig: tuple[int, int] | None = None
     replica: int | None = None
+    #: Milli unit number (0..999) of a ``kubegpu.io/gpu-milli`` device, None otherwise.
+    milli: int | None = None
+    #: The physical GPU's memory, set on milli units (what a share of it is in MiB).
+    memory_mib: int = 0
 
     @property
     def physical_id(self) -> str:
         """The ID without its replica suffix: what the container runtime gets."""
         return naming.strip_replica(self.id)
+
+
+def milli_units(gpu: Gpu) -> tuple[Device, ...]:
+    """The ``kubegpu.io/gpu-milli`` devices of ``gpu``: 1000 units, each with the GPU's NUMA node and paths."""
+    return tuple(
+        Device(
+            id=naming.milli_id(gpu.uuid, k),
+            gpu_uuid=gpu.uuid,
+            gpu_index=gpu.index,
+            index=str(gpu.index),
+            numa=gpu.numa_node,
+            paths=(gpu.device_node,),
+            milli=k,
+            memory_mib=gpu.memory_mib,
+        )
+        for k in range(naming.MILLI_PER_GPU)
+    )
 
 
 def whole_gpu(gpu: Gpu) -> Device:

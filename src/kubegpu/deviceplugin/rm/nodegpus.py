@@ -2,8 +2,9 @@
 
 Owns the documented, versioned value of the Node annotation ``kubegpu.io/gpus`` (``version: v1``; README
 "GPUs chosen by the scheduler" is its reference) and of the plain ID list ``kubegpu.io/gpu-devices`` beside it:
-per GPU its index, UUID, the device ID it is advertised under, model, memory, NUMA node, MIG devices and
-health; the pair matrix ``kubegpu topology show`` prints (:func:`kubegpu.placement.link_matrix`, one source);
+per GPU its index, UUID, the device ID it is advertised under, the resource of its milli units when
+``--gpu-milli`` advertises it as ``kubegpu.io/gpu-milli``, model, memory, NUMA node, MIG devices and health;
+the pair matrix ``kubegpu topology show`` prints (:func:`kubegpu.placement.link_matrix`, one source);
 and the topology in the ``kubegpu topology pick --topology`` form, so a reader rebuilds it with
 :func:`kubegpu.gpu.profiles.topology_from_dict`. Serialised compactly with sorted keys, so an unchanged node
 gives the same bytes and the writer can skip the write. Pure: no I/O, no API client (the writer is
@@ -38,12 +39,13 @@ def _health(unhealthy: bool) -> str:
 def describe(machine: Machine, resources: Iterable[Resource], unhealthy: Mapping[str, set[str]]) -> dict[str, Any]:
     """The description of ``machine`` as served: ``unhealthy`` maps resource names to their Unhealthy device IDs.
 
-    A GPU is Unhealthy when a device on it that is not a MIG device is (a whole-GPU device or a replica), or,
-    on a GPU in MIG mode, when every MIG device on it is. A MIG device is Unhealthy when its device is.
+    A GPU is Unhealthy when a device on it that is not a MIG device is (a whole-GPU device, a replica, a milli unit),
+    or, on a GPU in MIG mode, when every MIG device on it is. A MIG device is Unhealthy when its device is.
     """
     served = tuple(resources)
     whole_id: dict[int, tuple[str, str]] = {}  # GPU index -> (resource, ID) of its whole-GPU device
     mig_id: dict[str, tuple[str, str]] = {}  # MIG UUID -> (resource, ID)
+    milli_of: dict[int, str] = {}  # GPU index -> the resource it is advertised in milli units under
     sick_gpus: set[int] = set()
     sick_mig: set[str] = set()
     for resource in served:
@@ -54,11 +56,13 @@ def describe(machine: Machine, resources: Iterable[Resource], unhealthy: Mapping
                 if device.id in bad:
                     sick_mig.add(device.physical_id)
                 continue
-            if device.replica is None:
+            if device.milli is not None:
+                milli_of.setdefault(device.gpu_index, resource.name)
+            elif device.replica is None:
                 whole_id.setdefault(device.gpu_index, (resource.name, device.id))
             if device.id in bad:
                 sick_gpus.add(device.gpu_index)
-    gpus = [_gpu(gpu, whole_id, mig_id, sick_gpus, sick_mig) for gpu in machine.gpus]
+    gpus = [_gpu(gpu, whole_id, mig_id, sick_gpus, sick_mig, milli_of.get(gpu.index)) for gpu in machine.gpus]
     return {
         "version": VERSION,
         "gpus": gpus,
@@ -73,6 +77,7 @@ def _gpu(
     mig_id: Mapping[str, tuple[str, str]],
     sick_gpus: set[int],
     sick_mig: set[str],
+    milli: str | None,
 ) -> dict[str, Any]:
     migs = [
         {
@@ -97,6 +102,7 @@ def _gpu(
         "memoryMiB": gpu.memory_mib,
         "numa": gpu.numa_node,
         "mig": migs,
+        "milli": milli,
         "health": _health(sick),
     }
 

@@ -16,6 +16,9 @@ decides as before", or :class:`PickUnavailable` (the pod fails admission with th
    naming the unavailable devices; not annotated → the policy decides, as without kubegpu's scheduler;
 4. no candidate → the policy decides.
 
+For ``kubegpu.io/gpu-milli`` the scheduler annotates the one GPU (its UUID) and the annotation stands for every
+unit of that GPU: the answer is ``size`` available units of it, never units of another GPU.
+
 README "GPUs chosen by the scheduler" gives the race analysis. Pure: no I/O, no clock.
 """
 
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubegpu.deviceplugin.errors import InvalidRequest
+from kubegpu.deviceplugin.naming import MILLI_PER_GPU, MILLI_RESOURCE, milli_id
 from kubegpu.deviceplugin.rm.resources import Resource
 
 #: The pod annotation with the devices the scheduler chose (comma-separated device IDs as advertised).
@@ -52,6 +56,8 @@ class PodPick:
     devices: tuple[str, ...]
     asks: frozenset[tuple[str, int]]
     pending: bool
+    #: The ``kubegpu.io/gpu-milli`` its containers ask in all (0: not a fractional pod).
+    milli: int = 0
 
     @property
     def key(self) -> str:
@@ -82,12 +88,16 @@ def pod_pick(pod: Mapping[str, Any]) -> PodPick:
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     asks: set[tuple[str, int]] = set()
-    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+    share = 0
+    inits = spec.get("initContainers") or []
+    for n, container in enumerate([*inits, *(spec.get("containers") or [])]):
         resources = container.get("resources") or {}
         for resource, value in {**(resources.get("requests") or {}), **(resources.get("limits") or {})}.items():
             count = _count(value)
             if count:
                 asks.add((resource, count))
+                if resource == MILLI_RESOURCE and n >= len(inits):
+                    share += count
     text = str((meta.get("annotations") or {}).get(DEVICES_ANNOTATION, ""))
     return PodPick(
         uid=str(meta.get("uid", "")),
@@ -97,6 +107,7 @@ def pod_pick(pod: Mapping[str, Any]) -> PodPick:
         devices=tuple(d.strip() for d in text.split(",") if d.strip()),
         asks=frozenset(asks),
         pending=(status.get("phase") or "Pending") == "Pending" and not meta.get("deletionTimestamp"),
+        milli=share,
     )
 
 
@@ -116,7 +127,7 @@ def choose(
         key=lambda p: (p.created, p.namespace, p.name),
     )
     for pod in candidates:
-        mine = [d for d in pod.devices if d in resource.by_id]
+        mine = chosen_devices(pod, resource)
         if not mine or not set(must) <= set(mine):
             continue
         rest = [d for d in mine if d in offered and d not in must]
@@ -126,9 +137,16 @@ def choose(
         return Decision(None, None)
     admitted = [p for p in candidates if not _all_taken(p, resource, offered)] or candidates
     pod = admitted[0]
-    mine = [d for d in pod.devices if d in resource.by_id]
+    mine = chosen_devices(pod, resource)
     if not mine:
         return Decision(pod, None)
+    if resource.is_milli:
+        gpus = ",".join(_milli_gpus(pod, resource))
+        left = sum(1 for d in mine if d in offered)
+        raise PickUnavailable(
+            f"pod {pod.key}: the scheduler chose GPU {gpus} for {size} {resource.name} "
+            f"({DEVICES_ANNOTATION}); it has {left} units available; refusing another GPU"
+        )
     missing = [d for d in mine if d not in offered]
     why = f"not available (in use or unhealthy): {','.join(missing)}" if missing else "fewer than requested"
     raise PickUnavailable(
@@ -137,6 +155,27 @@ def choose(
     )
 
 
+def _milli_gpus(pod: PodPick, resource: Resource) -> list[str]:
+    """The GPU UUIDs in ``pod``'s annotation that ``resource`` has milli units of (the scheduler writes one)."""
+    return [d for d in pod.devices if milli_id(d, 0) in resource.by_id][:1]
+
+
+def chosen_devices(pod: PodPick, resource: Resource) -> list[str]:
+    """The devices of ``resource`` the scheduler chose for ``pod``: its annotated IDs of the resource, or, for milli
+    units (``kubegpu.io/gpu-milli``, annotated with the GPU's UUID), every unit of that one GPU."""
+    if resource.is_milli:
+        units = (milli_id(gpu, k) for gpu in _milli_gpus(pod, resource) for k in range(MILLI_PER_GPU))
+        return [u for u in units if u in resource.by_id]
+    return [d for d in pod.devices if d in resource.by_id]
+
+
+def fully_given(pod: PodPick, resource: Resource, given: set[str]) -> bool:
+    """Whether ``given`` (the devices of ``resource`` allocated to ``pod``) is all the scheduler chose for it."""
+    if resource.is_milli:
+        return pod.milli > 0 and len(given) >= pod.milli
+    return set(chosen_devices(pod, resource)) <= given
+
+
 def _all_taken(pod: PodPick, resource: Resource, offered: set[str]) -> bool:
-    mine = [d for d in pod.devices if d in resource.by_id]
+    mine = chosen_devices(pod, resource)
     return bool(mine) and not any(d in offered for d in mine)

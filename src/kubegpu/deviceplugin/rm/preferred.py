@@ -3,8 +3,8 @@
 Owns the mapping between one resource's device IDs and what the placement
 policies place: whole GPUs by GPU index (policies ``topology``, ``best-effort``),
 replicas and MIG devices by ID, grouped by the physical GPU they live on
-(``distributed``, ``packed``); which of the two a resource is; refusing unknown
-IDs; and wording placement's refusals as the plugin's
+(``distributed``, ``packed``); milli units all from one GPU (:mod:`.milli`, best fit);
+which of the kinds a resource is; refusing unknown IDs; and wording placement's refusals as the plugin's
 :class:`~kubegpu.deviceplugin.errors.InvalidRequest` (gRPC ``INVALID_ARGUMENT``).
 The policies themselves live in :mod:`kubegpu.placement`. Duplicate IDs in a
 request count once (the kubelet builds its lists from sets). Pure: no I/O.
@@ -16,13 +16,14 @@ from collections.abc import Sequence
 
 from kubegpu import placement
 from kubegpu.deviceplugin.errors import InvalidRequest
+from kubegpu.deviceplugin.rm import milli
 from kubegpu.deviceplugin.rm.resources import Resource
 from kubegpu.gpu.model import Topology
 
 
 def places_whole_gpus(resource: Resource) -> bool:
-    """True when every device of ``resource`` is a whole GPU (no replica, no MIG device): placed by topology."""
-    return all(d.replica is None and d.mig is None for d in resource.devices)
+    """True when every device of ``resource`` is a whole GPU (no replica, MIG device or milli unit): by topology."""
+    return all(d.replica is None and d.mig is None and d.milli is None for d in resource.devices)
 
 
 def _invalid(resource_name: str, reason: str) -> InvalidRequest:
@@ -66,6 +67,11 @@ class Preferred:
             if device_id not in offered:
                 # Checked here, not in placement, so the message names the device ID rather than a GPU index.
                 raise _invalid(resource.name, f"must-include device {device_id} is not among the available devices")
+        if resource.is_milli:
+            try:
+                return milli.pick(resource, avail, must, size)
+            except milli.ShareError as exc:
+                raise _invalid(resource.name, str(exc)) from None
         try:
             if self.whole_gpus:
                 index_of = self._index_of

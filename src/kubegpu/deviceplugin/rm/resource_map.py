@@ -8,7 +8,8 @@ names are spelled by :mod:`kubegpu.deviceplugin.naming`) and the pure function
 -> :class:`ResourceMap`: MIG strategies none / single / mixed with NVIDIA's
 names (``nvidia.com/mig-1g.10gb``, ``+`` -> ``.``) and startup errors, resource
 patterns and renames, sharing replicas with their renames and device
-selections, the MPS constraints, and one socket name per resource. Resources
+selections, the MPS constraints, kubegpu's ``--gpu-milli`` split (the selected whole GPUs leave
+their resource and become 1000 ``kubegpu.io/gpu-milli`` units each), and one socket name per resource. Resources
 with no devices do not appear. Must not do I/O: MIG capability minors are
 passed in (:mod:`kubegpu.deviceplugin.rm.mig_caps` reads them).
 
@@ -24,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from kubegpu.deviceplugin import naming
-from kubegpu.deviceplugin.config import v1
+from kubegpu.deviceplugin.config import flags, v1
 from kubegpu.deviceplugin.config.effective import Config
 from kubegpu.deviceplugin.config.v1 import ReplicatedResource
 from kubegpu.deviceplugin.errors import DevicePluginError
@@ -134,6 +135,11 @@ def build(machine: Machine, config: Config, minors: mig_caps.MigMinors | None = 
         raise ResourceMapError(
             f"error updating device map with replicas from replicatedResources config: {exc}"
         ) from None
+    if config.flags.plugin.gpu_milli is not None:
+        try:
+            shared = _with_milli(machine, config.flags.plugin.gpu_milli, shared)
+        except ResourceMapError as exc:
+            raise ResourceMapError(f"error advertising --gpu-milli GPUs as {naming.MILLI_RESOURCE}: {exc}") from None
     built = tuple(_resource(name, devs, config) for name, devs in sorted(shared.items()) if devs)
     _check_mps(config, built, machine)
     return ResourceMap(resources=built, warnings=tuple(warnings))
@@ -270,6 +276,36 @@ def _with_replicas(config: Config, by_name: dict[str, list[Device]]) -> dict[str
     return out
 
 
+def _with_milli(machine: Machine, text: str, by_name: dict[str, list[Device]]) -> dict[str, list[Device]]:
+    """Move the whole GPUs ``--gpu-milli`` selects out of their resource into ``kubegpu.io/gpu-milli`` units.
+
+    A GPU is in exactly one resource, so the kubelet's own accounting keeps whole and fractional use apart.
+    """
+    try:
+        selection = flags.gpu_milli_selection(text)
+    except ValueError as exc:
+        raise ResourceMapError(str(exc)) from None
+    whole = [d for devs in by_name.values() for d in devs if d.replica is None and d.mig is None]
+    whole.sort(key=_order)
+    if selection == flags.ALL_CLASSES:
+        chosen = whole
+    else:
+        chosen = []
+        for ref in selection:
+            found = next((d for d in whole if ref in (d.index, d.id)), None)
+            if found is None:
+                raise ResourceMapError(f"no whole GPU {'at index' if ref.isdigit() else 'with UUID'}: {ref}")
+            chosen.append(found)
+    if not chosen:
+        return by_name
+    moved = {d.id for d in chosen}
+    out = {name: [d for d in devs if d.id not in moved] for name, devs in by_name.items()}
+    units = out.setdefault(naming.MILLI_RESOURCE, [])
+    for device in sorted(chosen, key=_order):
+        units.extend(devices.milli_units(machine.gpus[device.gpu_index]))
+    return out
+
+
 def _resource(name: str, devs: list[Device], config: Config) -> Resource:
     ordered = tuple(sorted(devs, key=_order))
     replicas = 1 + max((d.replica for d in ordered if d.replica is not None), default=0)
@@ -285,10 +321,11 @@ def _resource(name: str, devs: list[Device], config: Config) -> Resource:
     )
 
 
-def _order(device: Device) -> tuple[int, int, int]:
+def _order(device: Device) -> tuple[int, int, int, int]:
     mig_index = -1 if device.mig is None else int(device.index.partition(":")[2])
     replica = -1 if device.replica is None else device.replica
-    return (device.gpu_index, mig_index, replica)
+    milli = -1 if device.milli is None else device.milli
+    return (device.gpu_index, mig_index, replica, milli)
 
 
 def _check_mps(config: Config, built: Sequence[Resource], machine: Machine) -> None:

@@ -52,6 +52,11 @@ class Resource:
         return any(d.replica is not None for d in self.devices)
 
     @property
+    def is_milli(self) -> bool:
+        """True for ``kubegpu.io/gpu-milli``: its devices are thousandths of GPUs, a request's all from one GPU."""
+        return any(d.milli is not None for d in self.devices)
+
+    @property
     def has_mig(self) -> bool:
         return any(d.mig is not None for d in self.devices)
 

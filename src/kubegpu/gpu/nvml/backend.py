@@ -17,14 +17,16 @@ import time
 import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kubegpu.gpu import errors
 from kubegpu.gpu.backend import HealthEvent
 from kubegpu.gpu.model import Machine
 from kubegpu.gpu.nvml import discovery, library
-from kubegpu.gpu.nvml import telemetry as nvml_telemetry
 from kubegpu.gpu.nvml.events import EventWatcher
-from kubegpu.gpu.telemetry import MachineSample
+
+if TYPE_CHECKING:
+    from kubegpu.gpu.telemetry import MachineSample
 
 #: Environment variable naming the sysfs mount when the caller does not pass one.
 SYSFS_ROOT_ENV = "KUBEGPU_SYSFS_ROOT"
@@ -120,6 +122,10 @@ class NvmlBackend:
             yield await queue.get()
 
     def sample(self) -> MachineSample:
+        # Imported here: the device plugin never samples, and its start need not pay for the telemetry modules.
+        from kubegpu.gpu.nvml import telemetry as nvml_telemetry
+        from kubegpu.gpu.telemetry import MachineSample
+
         inventory = self._current()
         watcher = self._ensure_watcher(inventory)
         now = time.time()

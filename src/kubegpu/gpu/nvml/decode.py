@@ -3,7 +3,8 @@
 Owns the rules that turn NVML numbers into our values: MIG profile names as
 go-nvlib spells them (from GPU/compute-instance profile ids and memory sizes),
 PCIe common-ancestor levels, CUDA driver versions, CUDA cores per SM, PCI bus
-id spellings (NVML and sysfs), sysfs text, NVSwitch fabric grouping, event
+id spellings (NVML and sysfs), sysfs text, NVSwitch fabric grouping, NVLink fabric info, the vGPU record of
+the PCI config space, event
 masks and where ``libnvidia-ml.so.1`` is looked for. Must not import pynvml or
 do I/O (no files, clocks or threads): every function here is a table or a
 calculation, tested with tables and properties.
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 
 from kubegpu.gpu.backend import HealthEventKind
 from kubegpu.gpu.driver import LIBRARY_DIRS
-from kubegpu.gpu.model import PcieLink
+from kubegpu.gpu.model import Fabric, PcieLink, VgpuHost
 
 #: The file NVML lives in, as the dynamic loader and NVIDIA's plugin name it.
 LIBRARY_NAME = "libnvidia-ml.so.1"
@@ -131,6 +132,41 @@ def mig_profile_name(gi_profile_id: int, ci_profile_id: int, mig_memory_mib: int
     gb = mig_memory_gb(gpu_memory_bytes, mig_memory_mib)
     base = f"{g}g.{gb}gb" if c == g else f"{c}c.{g}g.{gb}gb"
     return base + _GI_ATTRIBUTE.get(gi_profile_id, "")
+
+
+_ATTRIBUTE_PROFILES = {
+    ("+me", 1): GI_1_SLICE_REV1,
+    ("+me", 2): GI_2_SLICE_REV1,
+    ("+me.all", 1): GI_1_SLICE_ALL_ME,
+    ("+me.all", 2): GI_2_SLICE_ALL_ME,
+    ("+gfx", 1): GI_1_SLICE_GFX,
+    ("+gfx", 2): GI_2_SLICE_GFX,
+    ("+gfx", 4): GI_4_SLICE_GFX,
+    ("-me", 1): GI_1_SLICE_NO_ME,
+    ("-me", 2): GI_2_SLICE_NO_ME,
+}
+_PLAIN_PROFILES = {2: GI_2_SLICE, 3: GI_3_SLICE, 4: GI_4_SLICE, 6: GI_6_SLICE, 7: GI_7_SLICE, 8: GI_8_SLICE}
+
+
+def gi_profile_id(profile: str, gi_slices: int, mig_memory_mib: int, gpu_memory_mib: int) -> int:
+    """The GPU-instance profile enum of a profile spelled the go-nvlib way (the inverse of
+    :func:`mig_profile_name` for the GPU-instance part): the attribute picks the revision, and a one-slice
+    instance with more than an eighth of the GPU's memory is the double-memory ``1_SLICE_REV2``.
+
+    Raises ValueError for a spelling no GPU-instance profile has.
+    """
+    gi_part = profile.split(".", 1)[1] if profile.split(".", 1)[0].endswith("c") else profile  # 1c.2g.20gb
+    cut = min((i for i in (gi_part.find("+"), gi_part.find("-")) if i >= 0), default=len(gi_part))
+    attribute = gi_part[cut:]
+    if attribute:
+        found = _ATTRIBUTE_PROFILES.get((attribute, gi_slices))
+    elif gi_slices == 1:
+        found = GI_1_SLICE_REV2 if mig_memory_mib * 8 > gpu_memory_mib else GI_1_SLICE
+    else:
+        found = _PLAIN_PROFILES.get(gi_slices)
+    if found is None:
+        raise ValueError(f"no GPU instance profile is spelled {profile!r} with {gi_slices} slices")
+    return found
 
 
 _PCIE_LEVELS = {
@@ -299,3 +335,65 @@ def init_failure(code: int, library: str, error: str) -> str:
 def not_found(searched: Sequence[str]) -> str:
     """One line saying the library was not found, listing every place looked at."""
     return f"{LIBRARY_NAME} not found; looked in: {', '.join(searched)}"
+
+
+#: ``NVML_GPU_FABRIC_STATE_COMPLETED``: the GPU's registration with the NVLink fabric finished.
+FABRIC_STATE_COMPLETED = 3
+
+
+def fabric(cluster_uuid: bytes, status: int, clique_id: int, state: int) -> Fabric | None:
+    """go-nvlib's ``IsFabricAttached`` + GFD's ``GetFabricIDs`` over ``nvmlGpuFabricInfo_t``: attached when the
+    registration completed with success and the cluster UUID is not all zeros; the UUID in its text form."""
+    # nvidia-ml-py declares ``state`` (an unsigned char in nvml.h) as a 32-bit field: only its low byte is ours.
+    if (state & 0xFF) != FABRIC_STATE_COMPLETED or status != 0 or not any(cluster_uuid):
+        return None
+    return Fabric(uuid_text(bytes(cluster_uuid[:16])), int(clique_id))
+
+
+def uuid_text(raw: bytes) -> str:
+    """16 bytes as a UUID's text (``str(uuid.UUID(bytes=raw))``) without importing ``uuid``, which imports
+    ``platform``: the plugin's start on NVML reads every GPU's fabric info."""
+    if len(raw) != 16:
+        raise ValueError(f"a UUID is 16 bytes, got {len(raw)}")
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+#: PCI config space: the status register's "capability list" bit, the first capability's pointer, the vendor-specific
+#: capability's id; and NVIDIA's vGPU capability: the "VF" signature after id/next/length, its records from byte 5,
+#: the host-driver record (type 0) holding 10 bytes of version and 10 of branch after its type and length bytes.
+_PCI_STATUS, _PCI_STATUS_CAP_LIST, _PCI_CAP_POINTER, _PCI_CAP_VENDOR = 0x06, 0x10, 0x34, 0x09
+_VGPU_SIGNATURE, _VGPU_RECORDS, _VGPU_FIELD = b"VF", 5, 10
+
+
+def vgpu_host(config: bytes) -> VgpuHost | None:
+    """The vGPU host driver a GPU's PCI config space (sysfs ``config``) names, as GPU feature discovery reads it:
+    the vendor-specific capability with the ``VF`` signature, then its host-driver record; None when the GPU is
+    no vGPU, or the config space is cut short (an unprivileged reader sees 64 bytes, GFD needs 256)."""
+    if len(config) < 256 or not config[_PCI_STATUS] & _PCI_STATUS_CAP_LIST:
+        return None
+    seen: set[int] = set()
+    pos = config[_PCI_CAP_POINTER]
+    while pos and pos not in seen and pos + 2 < len(config) and config[pos] != 0xFF:
+        seen.add(pos)
+        if config[pos] == _PCI_CAP_VENDOR:
+            return _vgpu_record(config[pos : pos + config[pos + 2]])
+        pos = config[pos + 1]
+    return None
+
+
+def _vgpu_record(capability: bytes) -> VgpuHost | None:
+    if capability[3:5] != _VGPU_SIGNATURE:
+        return None
+    pos = _VGPU_RECORDS
+    while pos < len(capability) and capability[pos] != 0:
+        step = capability[pos + 1] if pos + 1 < len(capability) else 0
+        if step == 0:
+            return None  # a record of no length never ends
+        pos += step
+    end = pos + 2 + 2 * _VGPU_FIELD
+    if pos >= len(capability) or end > len(capability):
+        return None
+    version = capability[pos + 2 : pos + 2 + _VGPU_FIELD].strip(b"\0").decode(errors="replace")
+    branch = capability[pos + 2 + _VGPU_FIELD : end].strip(b"\0").decode(errors="replace")
+    return VgpuHost(version, branch)

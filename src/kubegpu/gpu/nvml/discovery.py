@@ -7,15 +7,17 @@ the board reports, e.g. 19 for an A100's 1g, so the NVML profile enum behind it 
 found by walking ``nvmlDeviceGetGpuInstanceProfileInfo`` /
 ``nvmlGpuInstanceGetComputeInstanceProfileInfo`` over the enums and comparing ids,
 and the ``GB`` comes from the GPU-instance profile's memory), NVLink remote PCI bus ids (GPU
-peers and NVSwitches), ``nvmlDeviceGetTopologyCommonAncestor`` for every pair —
+peers and NVSwitches), ``nvmlDeviceGetTopologyCommonAncestor`` for every pair, the NVLink fabric
+(``nvmlDeviceGetGpuFabricInfo``: cluster UUID and clique) —
 plus the host facts NVML does not give, read from sysfs under an injectable
-root: NUMA node and PCI class per GPU and the DMI product name. Returns the
+root: NUMA node, PCI class and the vGPU record of the PCI config space per GPU and the DMI product name. Returns the
 :class:`~kubegpu.gpu.model.Machine` and the handles later calls need. Must not
 start NVML (that is :mod:`.library`) and must not watch events or sample.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -27,7 +29,7 @@ from typing import Any, TypeVar
 import pynvml
 
 from kubegpu.gpu import errors
-from kubegpu.gpu.model import Gpu, Machine, MigDevice, PcieLink, Topology
+from kubegpu.gpu.model import Fabric, Gpu, Machine, MigDevice, PcieLink, Topology
 from kubegpu.gpu.nvml import decode
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,13 @@ def _sysfs(path: Path) -> str | None:
         return path.read_text()
     except OSError:
         return None
+
+
+def _sysfs_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
 
 
 def _offered(what: str, query: Callable[[int], Any], count: int) -> dict[int, tuple[int, Any]]:
@@ -252,8 +261,20 @@ def _gpu(index: int, handle: Any, sysfs_root: Path) -> tuple[Gpu, list[tuple[Mig
         pci_class=(decode.pci_class(class_text) if class_text is not None else None) or 0x0302,
         serial=text(_optional(pynvml.nvmlDeviceGetSerial, handle) or ""),
         vbios_version=text(_optional(pynvml.nvmlDeviceGetVbiosVersion, handle) or ""),
+        fabric=_fabric(handle),
+        # GPU feature discovery reads vGPUs from the PCI config space, not NVML: so do we.
+        vgpu=decode.vgpu_host(_sysfs_bytes(sysfs_dir / "config")),
     )
     return gpu, migs
+
+
+def _fabric(handle: Any) -> Fabric | None:
+    """The NVLink fabric the GPU is registered with (``nvmlDeviceGetGpuFabricInfo``); None where there is none
+    or the driver lacks the call."""
+    info = pynvml.c_nvmlGpuFabricInfo_t()
+    if _optional(pynvml.nvmlDeviceGetGpuFabricInfo, handle, ctypes.byref(info)) is None:
+        return None
+    return decode.fabric(bytes(info.clusterUuid), int(info.status), int(info.cliqueId), int(info.state))
 
 
 def _pcie(handles: tuple[Any, ...]) -> tuple[tuple[PcieLink | None, ...], ...]:

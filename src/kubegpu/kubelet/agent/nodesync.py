@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx2
@@ -145,24 +145,20 @@ class NodeSync:
         return True
 
     async def status_loop(self) -> None:
-        await self.registered.wait()
-        delay = RETRY_START_S
-        while True:
-            try:
-                await self.update_status()
-                delay = RETRY_START_S
-                wait = self.config.status_update_frequency
-            except API_ERRORS as exc:
-                log.warning(
-                    "error updating node status", extra={"node": self.config.node_name, "error": describe_error(exc)}
-                )
-                wait, delay = delay, min(delay * 2, RETRY_CAP_S)
-            except Exception:
-                log.exception("node status update failed", extra={"node": self.config.node_name})
-                wait, delay = delay, min(delay * 2, RETRY_CAP_S)
+        """Keep the node status up (:meth:`update_status`), at once when :meth:`request_update` asks."""
+
+        async def pause(seconds: float) -> None:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait)
+                await asyncio.wait_for(self._wake.wait(), seconds)
+
+        await self._repeat(
+            self.update_status,
+            self.config.status_update_frequency,
+            pause,
+            warning="error updating node status",
+            failure="node status update failed",
+        )
 
     # ----- lease -----------------------------------------------------------------------------
 
@@ -181,23 +177,47 @@ class NodeSync:
         self.lease_renewals += 1
 
     async def lease_loop(self) -> None:
+        """Renew the node Lease every ``lease_renew_interval``; a 409 (someone else wrote the Lease since we read
+        it) is retried like any failure, and the next try reads it afresh."""
+        await self._repeat(
+            self.renew_lease,
+            self.config.lease_renew_interval,
+            asyncio.sleep,
+            warning="failed to update lease",
+            failure="lease renewal failed",
+        )
+
+    # ----- the loops' one retry ----------------------------------------------------------
+
+    async def _repeat(
+        self,
+        step: Callable[[], Awaitable[object]],
+        interval: float,
+        pause: Callable[[float], Awaitable[None]],
+        *,
+        warning: str,
+        failure: str,
+    ) -> None:
+        """Once the Node is registered, run ``step`` forever: ``interval`` after a success, the capped backoff
+        (200 ms doubling to 7 s, back to 200 ms after a success) after a failure; ``pause`` does the waiting.
+
+        An API failure is logged as ``warning`` with the error; anything else (a bug) as ``failure`` with its
+        traceback, and retried the same way, so nothing here ends the daemon.
+        """
         await self.registered.wait()
         delay = RETRY_START_S
         while True:
             try:
-                await self.renew_lease()
+                await step()
                 delay = RETRY_START_S
-                wait = self.config.lease_renew_interval
+                wait = interval
             except API_ERRORS as exc:
-                # 409: someone else wrote the Lease since we read it; the next try reads it afresh.
-                log.warning(
-                    "failed to update lease", extra={"node": self.config.node_name, "error": describe_error(exc)}
-                )
+                log.warning(warning, extra={"node": self.config.node_name, "error": describe_error(exc)})
                 wait, delay = delay, min(delay * 2, RETRY_CAP_S)
             except Exception:
-                log.exception("lease renewal failed", extra={"node": self.config.node_name})
+                log.exception(failure, extra={"node": self.config.node_name})
                 wait, delay = delay, min(delay * 2, RETRY_CAP_S)
-            await asyncio.sleep(wait)
+            await pause(wait)
 
 
 def as_dict(obj: Any) -> dict[str, Any]:

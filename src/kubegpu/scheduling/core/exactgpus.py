@@ -5,14 +5,16 @@ Owns reading the Node annotation ``kubegpu.io/gpus`` (``version: v1``, written b
 use with the node's placement policy (:func:`kubegpu.placement.pick`: ``topology`` keeps a set on one NVLink /
 NVSwitch island and one NUMA node; the same path the plugin and the simulator use), and the interconnect term
 of a node score: the chosen set's pair link score (NVSwitch counted as NVLink) against the best set of that
-size on the node, 0-100. A node without the annotation is not this module's: the scheduler counts its GPUs.
-Pure: no I/O, no Kubernetes client; the caller hands in the annotation text and the devices in use.
+size on the node, 0-100; and for a fractional pod the one GPU among those published as ``kubegpu.io/gpu-milli``
+(:func:`choose_share`, best fit as the simulator's picker). A node without the annotation is not this module's:
+the scheduler counts its GPUs. Pure: no I/O, no Kubernetes client; the caller hands in the annotation text and
+the devices in use.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,11 +24,14 @@ from kubegpu.gpu import profiles
 from kubegpu.gpu.model import Topology
 from kubegpu.placement import weights
 from kubegpu.scheduling.core.errors import InvalidSpec
+from kubegpu.scheduling.core.model import MILLI
 
 #: The Node annotation the plugin publishes its GPUs in.
 GPUS_ANNOTATION = "kubegpu.io/gpus"
 #: The one schema version this reader understands.
 VERSION = "v1"
+#: The resource a GPU advertised for fractional pods is published under (a GPU's ``milli`` in the description).
+MILLI_RESOURCE = "kubegpu.io/gpu-milli"
 #: The best interconnect score.
 MAX_SCORE = 100
 
@@ -43,10 +48,22 @@ class NodeGpus:
     topology: Topology
     ids: tuple[str | None, ...]
     healthy: tuple[bool, ...]
+    #: Per GPU index its UUID ("" when the description has none).
+    uuids: tuple[str, ...] = ()
+    #: Per GPU index: advertised as ``kubegpu.io/gpu-milli`` units (a GPU for fractional pods, never whole).
+    milli: tuple[bool, ...] = ()
 
     def free(self, in_use: Collection[str]) -> list[int]:
         """Indices that may be chosen: advertised whole, healthy, and their device not in ``in_use``."""
         return [i for i, d in enumerate(self.ids) if d is not None and self.healthy[i] and d not in in_use]
+
+    def share_free(self, used: Mapping[int, int]) -> dict[int, int]:
+        """Milli left per healthy milli-advertised GPU, ``used`` being the milli taken on each GPU index."""
+        return {
+            i: MILLI - used.get(i, 0)
+            for i, is_milli in enumerate(self.milli)
+            if is_milli and self.healthy[i] and self.uuids[i]
+        }
 
 
 @dataclass(frozen=True)
@@ -84,6 +101,8 @@ def read(node_name: str, text: str) -> NodeGpus:
         raise DescriptionError(f"{where}: gpus must list {topology.size} GPUs, one per topology index")
     ids: list[str | None] = [None] * topology.size
     healthy = [False] * topology.size
+    uuids = [""] * topology.size
+    milli = [False] * topology.size
     for position, gpu in enumerate(gpus):
         index = gpu.get("index") if isinstance(gpu, dict) else None
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < topology.size:
@@ -91,7 +110,17 @@ def read(node_name: str, text: str) -> NodeGpus:
         device_id = gpu.get("id")
         ids[index] = device_id if isinstance(device_id, str) and device_id else None
         healthy[index] = gpu.get("health") == "Healthy"
-    return NodeGpus(name=node_name, topology=topology, ids=tuple(ids), healthy=tuple(healthy))
+        uuid = gpu.get("uuid")
+        uuids[index] = uuid if isinstance(uuid, str) else ""
+        milli[index] = gpu.get("milli") == MILLI_RESOURCE
+    return NodeGpus(
+        name=node_name,
+        topology=topology,
+        ids=tuple(ids),
+        healthy=tuple(healthy),
+        uuids=tuple(uuids),
+        milli=tuple(milli),
+    )
 
 
 def interconnect(node: NodeGpus, indices: Collection[int]) -> int:
@@ -127,3 +156,20 @@ def choose(node: NodeGpus, in_use: Collection[str], count: int, policy: str = pl
     indices = tuple(placement.pick(policy, node.topology, free, [], count))
     devices = tuple(node.ids[i] or "" for i in indices)
     return Choice(indices=indices, devices=devices, interconnect=interconnect(node, indices))
+
+
+def choose_share(node: NodeGpus, used: Mapping[int, int], share: int) -> Choice | None:
+    """The one GPU a fractional pod asking ``share`` milli gets on ``node``, or None when no GPU has that much left.
+
+    Best fit, as the simulator's GPU-share picker chooses (:class:`kubegpu.scheduling.core.gpupick.BestFitGpu`):
+    the healthy milli-advertised GPU with the least free share that still fits, lowest index on ties.
+    ``used``: milli held per GPU index by the pods counted on the node. The choice's device is the GPU's UUID.
+    """
+    if not 0 < share <= MILLI:
+        raise InvalidSpec(f"node {node.name}: a share must be within 1..{MILLI} milli, got {share}")
+    free = node.share_free(used)
+    fitting = [i for i, left in free.items() if left >= share]
+    if not fitting:
+        return None
+    best = min(fitting, key=lambda i: (free[i], i))
+    return Choice(indices=(best,), devices=(node.uuids[best],), interconnect=MAX_SCORE)

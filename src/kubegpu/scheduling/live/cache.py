@@ -9,8 +9,8 @@ until a node changes. Pods on a node the cache does not know yet are kept and
 counted once the node appears. For a node that publishes its GPUs
 (annotation ``kubegpu.io/gpus``) it keeps the parsed description and the
 GPUs :func:`kubegpu.scheduling.core.exactgpus.choose` picks for a pod of a size,
-until a pod on that node or the node changes. Must not choose nodes and does
-no I/O.
+and the milli its fractional pods hold per GPU, until a pod on that node or the node changes. Must not choose
+nodes and does no I/O.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import numpy.typing as npt
 from kubegpu.scheduling.core import exactgpus
 from kubegpu.scheduling.live import filters, resources
 from kubegpu.scheduling.live.objects import NodeInfo, PodInfo
+from kubegpu.scheduling.live.resources import MILLI_PER_GPU
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -67,6 +68,7 @@ class SchedulerCache:
         self.described: dict[str, exactgpus.NodeGpus] = {}
         self.description_errors: dict[str, str] = {}
         self._choices: dict[tuple[str, int], exactgpus.Choice | None] = {}
+        self._shares: dict[str, dict[int, int]] = {}
         self.generation = 0
         self._static: dict[tuple[object, ...], StaticMask] = {}
 
@@ -113,6 +115,7 @@ class SchedulerCache:
     def _forget_choices(self, node: str) -> None:
         for key in [k for k in self._choices if k[0] == node]:
             del self._choices[key]
+        self._shares.pop(node, None)
 
     def _vector(self, values: dict[str, int]) -> IntArray:
         vec = np.zeros(len(self.columns), dtype=np.int64)
@@ -159,7 +162,8 @@ class SchedulerCache:
         placed = Placed(pod, node, tuple(gpus), assumed)
         self.placed[pod.uid] = placed
         self.on_node.setdefault(node, {})[pod.uid] = placed
-        self.gpus_used.setdefault(node, set()).update(placed.gpus)
+        if not pod.gpu_milli:  # a share's GPU is not held whole (shares are summed in shares_used)
+            self.gpus_used.setdefault(node, set()).update(placed.gpus)
         self._count(placed, +1)
         self._forget_choices(node)
 
@@ -168,7 +172,8 @@ class SchedulerCache:
         if placed is None:
             return None
         self.on_node.get(placed.node, {}).pop(uid, None)
-        self.gpus_used.get(placed.node, set()).difference_update(placed.gpus)
+        if not placed.pod.gpu_milli:
+            self.gpus_used.get(placed.node, set()).difference_update(placed.gpus)
         self._count(placed, -1)
         self._forget_choices(placed.node)
         return placed
@@ -179,6 +184,9 @@ class SchedulerCache:
         if info is None or not pod.gpu_devices:
             return ()
         described = self.described.get(node)
+        if described is not None and pod.gpu_milli:
+            ids = {u: i for i, u in enumerate(described.uuids) if u and described.milli[i]}
+            return tuple(ids[d] for d in pod.gpu_devices[:1] if d in ids)
         if described is not None:
             ids = {d: i for i, d in enumerate(described.ids) if d is not None}
         else:
@@ -214,6 +222,52 @@ class SchedulerCache:
         in_use = {d for d in described.ids if d is not None and d not in kept}
         choice = self._choices[key] = exactgpus.choose(described, in_use, count)
         return choice
+
+    def shares_used(self, node: str) -> dict[int, int]:
+        """Milli held per GPU index of a described ``node`` by the fractional pods counted there.
+
+        A pod whose GPU is unknown (bound by hand or by another scheduler, no ``kubegpu.io/gpu-devices``) is put
+        where the plugin's own best fit put it when it was admitted: the pods are replayed oldest first (the
+        kubelet's admission order; creation times have one-second steps, and within one a known GPU goes first),
+        those with a known GPU on it, the others best fit on what is used by then. A replay that over-commits a GPU
+        cannot be what happened: then the known GPUs all go first.
+        """
+        used = self._shares.get(node)
+        if used is not None:
+            return used
+        shares = [p for p in self.on_node.get(node, {}).values() if p.pod.gpu_milli]
+        in_order = sorted(shares, key=lambda p: (p.pod.created, not p.gpus, p.pod.key))
+        used = self._replay(node, in_order)
+        if any(v > MILLI_PER_GPU for v in used.values()):
+            used = self._replay(node, sorted(in_order, key=lambda p: not p.gpus))
+        self._shares[node] = used
+        return used
+
+    def _replay(self, node: str, shares: list[Placed]) -> dict[int, int]:
+        described = self.described[node]
+        used: dict[int, int] = {}
+        for placed in shares:
+            share = placed.pod.gpu_milli
+            gpu: int | None = placed.gpus[0] if placed.gpus else None
+            if gpu is None and share <= MILLI_PER_GPU:
+                choice = exactgpus.choose_share(described, used, share)
+                gpu = choice.indices[0] if choice is not None else None
+            if gpu is not None:
+                used[gpu] = used.get(gpu, 0) + share
+        return used
+
+    def share_choice(self, node: str, share: int) -> exactgpus.Choice | None:
+        """The one GPU :func:`exactgpus.choose_share` gives a ``share``-milli pod on a described ``node``."""
+        if not 0 < share <= MILLI_PER_GPU:
+            return None  # an impossible share fits nowhere (the scheduler refuses such pods before any cycle)
+        return exactgpus.choose_share(self.described[node], self.shares_used(node), share)
+
+    def share_device(self, node: str, index: int) -> str:
+        """What a fractional pod's ``kubegpu.io/gpu-devices`` names for GPU ``index`` of ``node``: its UUID."""
+        described = self.described.get(node)
+        if described is not None and index < len(described.uuids) and described.uuids[index]:
+            return described.uuids[index]
+        return str(index)
 
     def free_gpus(self, node: str) -> list[int]:
         """Indices of the node's GPUs no counted pod holds, lowest first."""

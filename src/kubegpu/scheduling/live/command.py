@@ -76,6 +76,8 @@ def load_config(path: str | None) -> config.SchedulerConfig:
         raw = yaml.safe_load(Path(path).read_text())
     except OSError as exc:
         raise UsageError(f"--config {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
     except yaml.YAMLError as exc:
         raise UsageError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from exc
     try:

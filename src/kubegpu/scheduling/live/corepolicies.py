@@ -6,8 +6,9 @@ with it — rebuilt when the node set changes, otherwise pods bound and unbound 
 core's score plugin (:class:`~kubegpu.scheduling.core.lookahead.LookaheadScore`,
 :class:`~kubegpu.scheduling.core.fgd.FgdScore`) for the nodes' scores. The target workload these policies weigh is
 built from every pod the cache counts (plus the pod being placed) and refreshed every ``REFRESH`` decisions. Units
-as in the core: CPU milli, memory MiB (rounded up), whole GPUs as 1000 GPU-milli each. Must not filter, choose
-GPUs or do I/O.
+as in the core: CPU milli, memory MiB (rounded up), whole GPUs as 1000 GPU-milli each, a ``kubegpu.io/gpu-milli``
+share as that much of one GPU (a node's GPUs: its ``nvidia.com/gpu`` and its ``kubegpu.io/gpu-milli`` / 1000).
+Must not filter, choose GPUs or do I/O.
 """
 
 from __future__ import annotations
@@ -35,14 +36,17 @@ POLICIES = ("Lookahead", "FGD")
 
 
 def pod_spec(pod: PodInfo) -> PodSpec:
-    """A live pod as the core sees it (whole GPUs only)."""
-    gpus = pod.gpus
+    """A live pod as the core sees it: whole GPUs as 1000 milli each, a ``kubegpu.io/gpu-milli`` share as part of
+    one GPU (a share the scheduler refuses, e.g. with both forms, counts as its whole GPUs only)."""
+    num, share = pod.gpus, MILLI if pod.gpus else 0
+    if not num and 0 < pod.gpu_milli <= MILLI:
+        num, share = 1, pod.gpu_milli
     return PodSpec(
         name=pod.uid,
         cpu_milli=pod.requests.get(resources.CPU, 0),
         memory_mib=math.ceil(pod.requests.get(resources.MEMORY, 0) / MIB),
-        num_gpu=gpus,
-        gpu_milli=MILLI if gpus else 0,
+        num_gpu=num,
+        gpu_milli=share,
     )
 
 
@@ -71,7 +75,7 @@ class CorePolicyScore:
             nodes = []
             for name in cache.names:
                 info = cache.nodes[name]
-                count = info.gpu_count
+                count = info.gpu_count + info.allocatable.get(resources.GPU_MILLI, 0) // MILLI
                 nodes.append(
                     NodeSpec(
                         name,
@@ -93,7 +97,11 @@ class CorePolicyScore:
             spec = pod_spec(placed.pod)
             node = state.index[placed.node]
             gpus = list(placed.gpus)
-            if len(gpus) < spec.num_gpu:  # devices unknown: the lowest free GPUs stand in
+            if spec.is_fractional and not gpus:  # GPU unknown: where best fit puts it (the plugin's own policy)
+                free = state.gpu_free[node]
+                fitting = state.gpus_fitting(spec, node)
+                gpus = [min(fitting, key=lambda g: (free[g], g))] if fitting else []
+            elif len(gpus) < spec.num_gpu:  # devices unknown: the lowest free GPUs stand in
                 free = [int(g) for g in np.flatnonzero(state.gpu_free[node, : state.gpu_count[node]] == MILLI)]
                 gpus += [g for g in free if g not in gpus][: spec.num_gpu - len(gpus)]
             try:

@@ -9,8 +9,9 @@ and sorted as it sorts them. Whole GPUs inside the chosen node: on a node
 that publishes its GPUs (``kubegpu.io/gpus``) those
 :func:`kubegpu.scheduling.core.exactgpus.choose` picks (a node where it finds too
 few healthy free ones does not fit: :data:`NO_GPU_SET`), elsewhere the lowest
-free indices. Must not change the cache (the caller assumes the placement)
-and does no I/O.
+free indices. A fractional pod (``kubegpu.io/gpu-milli``) fits only a described node where one GPU published
+for shares has it left (:data:`NO_GPU_SHARE`, :data:`NOT_DESCRIBED`) and gets that one GPU. Must not change the
+cache (the caller assumes the placement) and does no I/O.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ MIN_FEASIBLE_PERCENTAGE = 5
 BASE_PERCENTAGE = 50
 #: The filter reason of a described node where too few healthy, free GPUs are left for the pod.
 NO_GPU_SET = f"Insufficient healthy {resources.GPU}"
+#: The filter reason of a node where no single healthy GPU has the share a fractional pod asks left.
+NO_GPU_SHARE = f"Insufficient {resources.GPU_MILLI} on any one GPU"
+#: The filter reason of a node that does not publish its GPUs: the scheduler cannot choose a share's GPU there.
+NOT_DESCRIBED = "node(s) didn't publish their GPUs (kubegpu.io/gpus)"
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,18 @@ class Cycle:
             ok, short = cache.resource_fit(pod, ok)
             for reason, count in short.items():
                 reasons[reason] = reasons.get(reason, 0) + count
+        if pod.gpu_milli:
+            ok = ok.copy()
+            for i in np.flatnonzero(ok):
+                node = cache.names[i]
+                why: str | None = None
+                if node not in cache.described:
+                    why = NOT_DESCRIBED
+                elif cache.share_choice(node, pod.gpu_milli) is None:
+                    why = NO_GPU_SHARE
+                if why is not None:
+                    ok[i] = False
+                    reasons[why] = reasons.get(why, 0) + 1
         if pod.gpus and cache.described:
             ok = ok.copy()
             for i in np.flatnonzero(ok):
@@ -134,6 +151,9 @@ class Cycle:
 
 def choose_gpus(cache: SchedulerCache, node: str, pod: PodInfo) -> tuple[int, ...]:
     """The GPU indices ``pod`` gets on ``node``: the described node's choice, else the lowest free ones."""
+    if pod.gpu_milli:
+        share = cache.share_choice(node, pod.gpu_milli) if node in cache.described else None
+        return share.indices if share is not None else ()
     if not pod.gpus:
         return ()
     if node in cache.described:

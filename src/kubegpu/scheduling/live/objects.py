@@ -22,6 +22,8 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_DEVICES_ANNOTATION = "kubegpu.io/gpu-devices"
 #: Node annotation listing the node's GPU device IDs in index order (else the scheduler uses "0", "1", ...).
 NODE_GPU_IDS_ANNOTATION = "kubegpu.io/gpu-devices"
+#: Pod annotation with the share (milli of the one GPU in ``kubegpu.io/gpu-devices``) of a fractional pod.
+GPU_MILLI_ANNOTATION = "kubegpu.io/gpu-milli"
 #: Pod annotation with the node the scheduler chose, written together with the devices before binding.
 ASSIGNED_NODE_ANNOTATION = "kubegpu.io/assigned-node"
 #: Pod annotation naming the gang plan a member was assigned in (all members of one plan share it).
@@ -123,6 +125,8 @@ class PodInfo:
     annotations: dict[str, str] = field(default_factory=dict)
     nominated_node: str = ""
     resource_version: str = ""
+    #: Why the pod's GPU request cannot be placed whatever the cluster (both forms, an impossible share); "" if none.
+    request_problem: str = ""
 
     @property
     def key(self) -> str:
@@ -135,6 +139,11 @@ class PodInfo:
     @property
     def gpus(self) -> int:
         return self.requests.get(resources.GPU, 0)
+
+    @property
+    def gpu_milli(self) -> int:
+        """The share of one GPU a fractional pod asks (``kubegpu.io/gpu-milli``), 0 for other pods."""
+        return self.requests.get(resources.GPU_MILLI, 0)
 
     @property
     def group_key(self) -> str:
@@ -194,12 +203,31 @@ def _container(c: Any) -> resources.Resources:
     )
 
 
+def request_problem(raw_containers: list[Any], requests: Resources) -> str:
+    """Why a pod's GPU request can never be placed: both forms, a zero share, more than one GPU; "" when fine."""
+    milli = resources.GPU_MILLI
+    if requests.get(resources.GPU, 0) and requests.get(milli, 0):
+        return f"pod asks for both {resources.GPU} and {milli}: ask for whole GPUs or for a share of one GPU, not both"
+    for c in raw_containers:
+        for values in (_get(c.resources, "requests"), _get(c.resources, "limits")):
+            if values and milli in values and resources.quantity(milli, values[milli]) <= 0:
+                return f"container {c.name}: {milli} must be 1..{resources.MILLI_PER_GPU}, got {values[milli]}"
+    share = requests.get(milli, 0)
+    if share > resources.MILLI_PER_GPU:
+        return (
+            f"pod asks for {share} {milli}, more than one GPU ({resources.MILLI_PER_GPU}): a share is part of one "
+            f"GPU; ask for whole GPUs with {resources.GPU}"
+        )
+    return ""
+
+
 def pod_info(pod: Any) -> PodInfo:
     """A lightkube ``Pod`` as the scheduler sees it (requests summed as kube-scheduler sums them)."""
     meta, spec, status = pod.metadata, pod.spec, pod.status
     containers = [_container(c) for c in spec.containers or ()]
     inits = [(_container(c), _get(c, "restartPolicy") == "Always") for c in spec.initContainers or ()]
     requests = resources.pod_requests(containers, inits, resources.parse_list(spec.overhead))
+    problem = request_problem([*(spec.initContainers or ()), *(spec.containers or ())], requests)
     non_zero: Resources = {}
     for c in containers:
         resources.add(non_zero, resources.non_zero(c))
@@ -236,6 +264,7 @@ def pod_info(pod: Any) -> PodInfo:
         annotations=dict(meta.annotations or {}),
         nominated_node=_get(status, "nominatedNodeName") or "",
         resource_version=meta.resourceVersion or "",
+        request_problem=problem,
     )
 
 

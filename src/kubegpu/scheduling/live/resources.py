@@ -24,6 +24,10 @@ CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
 GPU = "nvidia.com/gpu"
+#: kubegpu's fractional GPU: thousandths of one GPU (the device plugin's ``--gpu-milli`` units).
+GPU_MILLI = "kubegpu.io/gpu-milli"
+#: The most a fractional pod may ask: one whole GPU.
+MILLI_PER_GPU = 1000
 
 #: kube-scheduler's defaults for scoring a container that requests no CPU / memory.
 DEFAULT_MILLI_CPU_REQUEST = 100

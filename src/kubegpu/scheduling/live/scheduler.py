@@ -8,7 +8,9 @@ are queued by their PriorityClass value (``globalDefault`` honoured). The loop
 pops the most important ready pod and runs one cycle; a placement is assumed
 in the cache at once and bound in a task (the node and GPUs are written on the
 pod first, then ``pods/binding``); a failure records ``FailedScheduling`` and
-the ``PodScheduled`` condition and may preempt; gangs are planned all
+the ``PodScheduled`` condition and may preempt; a pod whose GPU request no node
+can ever satisfy (both ``nvidia.com/gpu`` and ``kubegpu.io/gpu-milli``, an
+impossible share) gets that failure without a cycle; gangs are planned all
 together. Only the lease holder binds, and it checks before every write.
 
 Crash safety: the API is the only state. A pod whose assignment annotation
@@ -230,7 +232,9 @@ class LiveScheduler:
                 self.queue.remove(pod.uid)
                 continue
             try:
-                if pod.group:
+                if pod.request_problem:
+                    await self._refuse(profile, pod)
+                elif pod.group:
                     await self._schedule_gang(profile, pod)
                 else:
                     await self._schedule_one(profile, pod)
@@ -294,6 +298,15 @@ class LiveScheduler:
         await self._unschedulable(profile, pod, FitError(pod, decision.nodes, decision.reasons, post).message)
         self.queue.failed(pod.uid, self.clock())
 
+    async def _refuse(self, profile: Profile, pod: PodInfo) -> None:
+        """A pod whose GPU request no node can ever satisfy (both forms, an impossible share): never bound, the
+        reason in its FailedScheduling event and PodScheduled condition; tried again only after backoff, as any
+        unschedulable pod (a pod's resources cannot change, so in practice until it is deleted)."""
+        await self._unschedulable(
+            profile, pod, f"0/{len(self.cache.names)} nodes are available: {pod.request_problem}."
+        )
+        self.queue.failed(pod.uid, self.clock())
+
     def _reserve_nominated(self, pod: PodInfo) -> list[str]:
         """Count pods nominated to a node (their victims are leaving) against pods that do not outrank them.
 
@@ -322,8 +335,11 @@ class LiveScheduler:
             self.cache.remove_pod(pod.uid)
 
     def _annotations(self, pod: PodInfo, node: str, gpus: tuple[int, ...], plan: str = "") -> dict[str, str]:
-        devices = ",".join(self.cache.device_id(node, i) for i in gpus) if node in self.cache.nodes else ""
+        device = self.cache.share_device if pod.gpu_milli else self.cache.device_id
+        devices = ",".join(device(node, i) for i in gpus) if node in self.cache.nodes else ""
         out = {objects.ASSIGNED_NODE_ANNOTATION: node, objects.GPU_DEVICES_ANNOTATION: devices}
+        if pod.gpu_milli:
+            out[objects.GPU_MILLI_ANNOTATION] = str(pod.gpu_milli)
         if plan:
             out[objects.GANG_PLAN_ANNOTATION] = plan
         return out
