@@ -54,6 +54,10 @@ fit in the CPU time; 25 min for the 265 runs made, 2 processes on a shared
     gpuspec25@0        6.27   6.08      4.20     5.24      4.08       130 %     -1.16 yes         21.4 % /  11.8 %
     gpuspec34@0       12.57  12.12      7.15     5.28      4.08       130 %     -1.19 yes         21.1 % /   9.7 %
 
+Draw 1 (seeds 42-46), a check made after: multigpu30@1 and gpuspec05@1 meet
+the target, multigpu40@1 does not (ours 3.31 against FGD's 3.09 at 100 %,
++0.23 at 102 %, multi-GPU pods failed 3.5 % against 3.2 %).
+
 ``--bound`` prints, per trace, how little idle GPU the fractional pods that
 have arrived by 100 % allow: an offline best-fit-decreasing packing of them;
 the optimum of the cutting-stock linear programme over them (a lower bound:
