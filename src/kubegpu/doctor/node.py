@@ -56,7 +56,7 @@ class NodeOptions:
 def _is_socket(path: Path) -> bool:
     try:
         return stat.S_ISSOCK(path.stat().st_mode)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL byte in the path, which no file can have
         return False
 
 

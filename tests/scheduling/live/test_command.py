@@ -88,3 +88,13 @@ def test_a_missing_kubeconfig_exits_2_naming_it(tmp_path: Path) -> None:
     result = _run("--kubeconfig", str(tmp_path / "absent"))
     assert result.returncode == 2
     assert result.stderr.startswith(f"kubegpu scheduler: error: --kubeconfig {tmp_path / 'absent'}")
+
+
+@pytest.mark.parametrize("text", ["- a list\n", "clusters: 5\n", "clusters: [1]\n"], ids=["list", "int", "entry"])
+def test_a_kubeconfig_of_the_wrong_shape_exits_2_in_one_line(tmp_path: Path, text: str) -> None:
+    kc = tmp_path / "kc"
+    kc.write_text(text)
+    result = _run("--kubeconfig", str(kc))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"kubegpu scheduler: error: cannot load a kubeconfig from {kc}: not a kubeconfig")
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 from lightkube import AsyncClient, KubeConfig
-from lightkube.core.exceptions import ConfigError as KubeConfigError
 
+from kubegpu import kubeconfig
 from kubegpu.scheduling.core.errors import SchedulingError
 from kubegpu.scheduling.live import apiwrites, config, serving
 from kubegpu.scheduling.live.leader import LeaderElector
@@ -124,12 +124,9 @@ def listen_address(value: str) -> tuple[str, int]:
 
 def kube_config(path: str | None) -> KubeConfig:
     try:
-        if path:
-            return KubeConfig.from_file(path)
-        return KubeConfig.from_env()
-    except (KubeConfigError, OSError, yaml.YAMLError, KeyError, ValueError) as exc:
-        where = f"--kubeconfig {path}" if path else "kubeconfig ($KUBECONFIG or in-cluster)"
-        raise UsageError(f"{where}: {exc}") from exc
+        return kubeconfig.load(path)
+    except kubeconfig.KubeconfigError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 async def run(cfg: config.SchedulerConfig, kube: KubeConfig, host: str, port: int) -> int:
