@@ -112,3 +112,75 @@ def test_models_absent_from_the_cluster_neither_form_homes_nor_add_demand() -> N
     scarcity = Scarcity.from_pods(pods, state.nodes)
     assert scarcity.homes == (_kinds(scarcity, "T4"),)
     assert scarcity.share[0] == pytest.approx(5 / 150)
+
+
+def _g3_only() -> tuple[Scarcity, np.ndarray]:
+    """The one G3 node is the only home of a 120-core 8-GPU pod that asks an eighth of the GPU."""
+    state = cluster(*NODES)
+    pods = [pod("big", cpu=120_000, gpus=8), *(pod(f"a{i}", gpus=1) for i in range(56))]
+    return Scarcity.from_pods(pods, state.nodes), np.arange(state.size)
+
+
+@pytest.mark.parametrize(
+    ("placed", "cpu", "gpus", "milli", "expect"),
+    [
+        ("nothing", 0, 1, 1000, "whole node"),  # a 1-GPU pod breaks the only node the 8-GPU pod fits: all 8000 lost
+        ("nothing", 16_000, 0, 0, "whole node"),  # a CPU-only pod leaving 112 cores breaks it too
+        ("nothing", 4_000, 0, 0, "cpu"),  # 124 cores left: it still takes the 8-GPU pod, only the CPU counts
+        ("a GPU", 0, 1, 1000, "nothing"),  # already broken: nothing left there to keep for the 8-GPU pod
+    ],
+    ids=["gpu-breaks", "cpu-breaks", "cpu-keeps", "already-broken"],
+)
+def test_a_placement_that_breaks_the_last_home_of_some_pods_pays_for_the_rest_at_the_pressure_beyond_its_share(
+    placed: str, cpu: int, gpus: int, milli: int, expect: str
+) -> None:
+    scarcity, nodes = _g3_only()
+    state = cluster(*NODES)
+    g3 = state.index["h0"]
+    if placed == "a GPU":
+        state.bind(pod("used", gpus=1), g3, (0,))
+    p = scarcity.pressure(state)[0]
+    x = pod("x", cpu=cpu, gpus=gpus, milli=milli) if gpus else pod("x", cpu=cpu)
+    got = scarcity.penalty(state, x, nodes)
+    assert got[state.index["g0"]] == 0.0  # a G2 node is no home of the 8-GPU pod
+    taken = gpus * milli + cpu / scarcity.cpu_per_milli[0]
+    beyond = p - scarcity.share[0]  # 0.5 - 0.125: the fragmentation measure counts the rest at the share
+    want = {"whole node": p * taken + beyond * (8000 - taken), "cpu": p * taken, "nothing": 0.0}[expect]
+    assert got[g3] == pytest.approx(want)
+    if expect != "nothing":
+        assert p > 0
+
+
+def test_a_fractional_pod_breaks_a_home_only_on_a_gpu_whose_share_it_takes_below_what_the_home_asks() -> None:
+    state = cluster(*NODES)
+    t4 = [pod(f"t{i}", gpus=1, milli=500, models=T4) for i in range(50)]
+    pods = [*t4, *(pod(f"a{i}", gpus=1) for i in range(50))]
+    scarcity = Scarcity.from_pods(pods, state.nodes)
+    t0 = state.index["t0"]
+    state.bind(pod("full", gpus=1), t0, (0,))  # t0 keeps one free T4 GPU: the last 500-milli share it can give
+    nodes = np.array([t0, t0])
+    frac = pod("f", cpu=0, gpus=1, milli=600)
+    got = scarcity.penalty(state, frac, nodes, free=np.array([1000, 1000]))
+    p, share = scarcity.pressure(state)[0], scarcity.share[0]
+    assert p > share
+    # 400 left < 500: the node's last 1000 milli for T4 pods are lost, 600 taken and 400 broken
+    assert got.tolist() == pytest.approx([p * 600 + (p - share) * 400] * 2)
+    small = pod("s", cpu=0, gpus=1, milli=400)
+    assert scarcity.penalty(state, small, nodes[:1], free=np.array([1000])).tolist() == pytest.approx([p * 400])
+
+
+def test_usable_capacity_kept_incrementally_equals_a_fresh_count() -> None:
+    state = cluster(*NODES)
+    scarcity = Scarcity.from_pods([*_workload(0.3), pod("big", cpu=120_000, gpus=8)], state.nodes)
+    moves = [("t0", 1, (0,)), ("h0", 1, (3,)), ("g0", 2, (0, 1)), ("t1", 1, (1,))]
+    bound = []
+    for name, gpus, ids in moves:
+        p = pod(f"p{name}", gpus=gpus)
+        state.bind(p, state.index[name], ids)
+        bound.append(p)
+        fresh = Scarcity.from_pods([*_workload(0.3), pod("big", cpu=120_000, gpus=8)], state.nodes)
+        assert scarcity.usable(state).tolist() == fresh.usable(state).tolist()
+        assert scarcity.pressure(state).tolist() == fresh.pressure(state).tolist()
+    state.unbind(bound[0].name)
+    fresh = Scarcity.from_pods([*_workload(0.3), pod("big", cpu=120_000, gpus=8)], state.nodes)
+    assert scarcity.usable(state).tolist() == fresh.usable(state).tolist()

@@ -38,7 +38,9 @@ What it does, per node n, with G_n free GPU-milli and C_n free CPU milli:
 * minus the scarcity penalty (:mod:`kubegpu.scheduling.core.scarcity`): the
   capacity the pod takes from nodes that pods of the workload which can run
   only there (a GPU model constraint, more CPU than most nodes have) will
-  need, weighted by how much of it they will need;
+  need, weighted by how much of it they will need — counted only on nodes
+  that can still take those pods, and for a node it breaks for them, the
+  rest of the node at the pressure beyond their share of the GPU request;
 * the score of a node is ⌊100 · sigmoid(Δ / 1000)⌋ with Δ the drop of
   F_n + S_n plus the weighted gap gain minus the penalty — FGD's coarse scale, whose ties go to
   the node the seeded tie-break ranks first, so near-equal nodes fill one
@@ -123,11 +125,11 @@ class LookaheadModel:
             Scarcity.from_pods(pods, nodes) if nodes else None,
         )
 
-    def scarce(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
+    def scarce(self, state: ClusterState, pod: PodSpec, nodes: IntArray, free: IntArray | None = None) -> FloatArray:
         """GPU-milli of scarce models the pod would take from pods that can run only there (0 without a term)."""
         if self.scarcity is None:
             return np.zeros(len(nodes))
-        return self.scarcity.penalty(state, pod, nodes)
+        return self.scarcity.penalty(state, pod, nodes, free)
 
     def gap_gain(self, free: IntArray, milli: int) -> FloatArray:
         """Weighted drop of k-pod stranded milli when a ``milli`` pod takes GPUs with ``free`` milli."""
@@ -164,7 +166,8 @@ def _share_rows(
     after = fragmentation_after_share(
         cw, (fits[rows], small[rows], total[rows]), cpu[rows], mid[rows], free, pod.cpu_milli, pod.gpu_milli
     ) + model.stranded(cpu[rows] - pod.cpu_milli, total[rows] - pod.gpu_milli)
-    out: FloatArray = before[rows] - after + model.gap_gain(free, pod.gpu_milli) - model.scarce(state, pod, nodes)[rows]
+    gain = model.gap_gain(free, pod.gpu_milli) - model.scarce(state, pod, nodes[rows], free)
+    out: FloatArray = before[rows] - after + gain
     return out
 
 

@@ -16,10 +16,13 @@ same mix until the cluster is full, those pods will ask for ``s_H · free_all``
 more GPU-milli against ``free_H`` free on H's nodes; the pressure
 ``min(1, s_H · free_all / free_H)`` is the chance that a milli of H taken now
 by a pod that could have gone elsewhere is one those pods will miss. A pod
-whose home is not inside H (CPU-only pods included) pays, on a node of H,
-what it takes of H — its GPU-milli plus its CPU counted as the GPU-milli it
-would feed for H's pods — times the highest such pressure; pods at home pay
-nothing there. Without such pods
+whose home is not inside H (CPU-only pods included) pays, on a node of H
+that can still take the least H's pods ask, what it takes of H — its
+GPU-milli plus its CPU counted as the GPU-milli it would feed for H's pods —
+times the pressure, and where the placement leaves that node unable to take
+them, the rest of what the node had free for them times the pressure beyond
+``s_H`` (the fragmentation measure already counts that rest at ``s_H``); the
+highest over the homes counts. Pods at home pay nothing there. Without such pods
 (every GPU pod at home everywhere) every penalty is zero. The pressure moves
 in steps of 1/32 (``PRESSURE_STEPS``) so that a scorer can cache node scores
 per pressure and stay exact.
@@ -54,6 +57,18 @@ def _home(kinds: Sequence[Kind], pod: PodSpec) -> frozenset[int]:
     )
 
 
+@dataclass
+class _Tracked:
+    """What :class:`Scarcity` keeps per cluster: usable milli and GPU counts per node and home, their totals."""
+
+    state: ClusterState
+    per_node: FloatArray
+    count: IntArray
+    versions: IntArray
+    total: FloatArray
+    pressure: tuple[int, FloatArray] | None = None
+
+
 @dataclass(frozen=True)
 class Scarcity:
     """Node kinds, the narrow homes of the workload's GPU pods, and each home's share of the GPU request."""
@@ -66,7 +81,7 @@ class Scarcity:
     cpu_per_milli: FloatArray  # cpu_per_milli[j] = CPU those pods ask per GPU-milli they ask
     need: IntArray  # need[j] = (GPUs, milli per GPU, CPU, memory): the least any of those pods asks of a node
     _pod_homes: dict[tuple[int, int, int, frozenset[str]], frozenset[int]] = field(default_factory=dict, compare=False)
-    _usable: dict[int, tuple[ClusterState, FloatArray, IntArray]] = field(default_factory=dict, compare=False)
+    _usable: dict[int, _Tracked] = field(default_factory=dict, compare=False)
 
     @classmethod
     def from_pods(cls, pods: Sequence[PodSpec], nodes: Sequence[NodeSpec]) -> Scarcity:
@@ -101,51 +116,85 @@ class Scarcity:
             home = self._pod_homes[key] = _home(self.kinds, pod)
         return home
 
-    def _usable_rows(self, kind: IntArray, gpu: IntArray, cpu: IntArray, memory: IntArray) -> FloatArray:
+    def _counts(self, gpu: IntArray) -> IntArray:
+        """(nodes, homes): how many GPUs of each node have at least the per-GPU milli each home's pods ask."""
+        out: IntArray = (gpu[:, :, None] >= self.need[:, 1][None, None, :]).sum(axis=1)
+        return out
+
+    def _usable_rows(
+        self, kind: IntArray, count: IntArray, gpu: IntArray, cpu: IntArray, memory: IntArray
+    ) -> FloatArray:
         """(nodes, homes): a node's free GPU-milli for each home it belongs to and can still take the least of."""
         inside = np.where(kind[:, None] >= 0, self.member.T[np.maximum(kind, 0)], 0.0)
-        enough = (gpu[:, :, None] >= self.need[:, 1][None, None, :]).sum(axis=1) >= self.need[:, 0][None, :]
+        enough = count >= self.need[:, 0][None, :]
         enough &= cpu[:, None] >= self.need[:, 2][None, :]
         enough &= memory[:, None] >= self.need[:, 3][None, :]
         out: FloatArray = inside * enough * gpu.sum(axis=1)[:, None]
         return out
 
-    def usable_by_node(self, state: ClusterState) -> FloatArray:
-        """(nodes, homes) usable free GPU-milli, kept current with the cluster (only changed nodes recomputed)."""
-        cached = self._usable.get(0)
-        if cached is None or cached[0] is not state:
-            cached = (state, np.zeros((state.size, len(self.homes))), np.full(state.size, -1, dtype=np.int64))
-            self._usable[0] = cached
-        _, per_node, versions = cached
-        stale = np.flatnonzero(versions != state.version)
-        if len(stale):
-            per_node[stale] = self._usable_rows(
-                self.kind_of_node[stale], state.gpu_free[stale], state.cpu_free[stale], state.memory_free[stale]
+    def _tracked(self, state: ClusterState) -> _Tracked:
+        """Per-node usable milli and GPU counts, kept current with the cluster (only changed nodes recomputed)."""
+        tracked = self._usable.get(0)
+        if tracked is None or tracked.state is not state:
+            homes = len(self.homes)
+            tracked = _Tracked(
+                state,
+                np.zeros((state.size, homes)),
+                np.zeros((state.size, homes), dtype=np.int64),
+                np.full(state.size, -1, dtype=np.int64),
+                np.zeros(homes),
             )
-            versions[stale] = state.version[stale]
-        return per_node
+            self._usable[0] = tracked
+        stale = np.flatnonzero(tracked.versions != state.version)
+        if len(stale):
+            count = self._counts(state.gpu_free[stale])
+            rows = self._usable_rows(
+                self.kind_of_node[stale], count, state.gpu_free[stale], state.cpu_free[stale], state.memory_free[stale]
+            )
+            tracked.total += rows.sum(axis=0) - tracked.per_node[stale].sum(axis=0)
+            tracked.per_node[stale] = rows
+            tracked.count[stale] = count
+            tracked.versions[stale] = state.version[stale]
+            tracked.pressure = None
+        return tracked
+
+    def usable_by_node(self, state: ClusterState) -> FloatArray:
+        """(nodes, homes) usable free GPU-milli, kept current with the cluster."""
+        return self._tracked(state).per_node
 
     def usable(self, state: ClusterState) -> FloatArray:
         """Per narrow home: free GPU-milli on its nodes that can still take the least of what its pods ask."""
-        out: FloatArray = self.usable_by_node(state).sum(axis=0)
-        return out
+        return self._tracked(state).total.copy()
 
     def pressure(self, state: ClusterState) -> FloatArray:
         """Per narrow home: min(1, its pods' share of the free capacity to come / the home's free milli)."""
         if not self.homes:
             return np.zeros(0)
-        free_home = self.usable(state)
+        tracked = self._tracked(state)
+        if tracked.pressure is not None and tracked.pressure[0] == state.allocated_gpu_milli:
+            return tracked.pressure[1]
+        free_home = tracked.total
         wanted = self.share * float(state.total_gpu_milli - state.allocated_gpu_milli)
         raw = np.where(free_home > 0, np.minimum(1.0, wanted / np.maximum(free_home, 1.0)), 0.0)
         out: FloatArray = np.round(raw * PRESSURE_STEPS) / PRESSURE_STEPS
+        out.setflags(write=False)
+        tracked.pressure = (state.allocated_gpu_milli, out)
         return out
 
-    def penalty(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
+    def penalty(self, state: ClusterState, pod: PodSpec, nodes: IntArray, free: IntArray | None = None) -> FloatArray:
         """Pressure-weighted GPU-milli the pod would take on each node from homes it could leave to their pods.
 
         What it takes of a home is its GPU-milli plus its CPU counted as the
         GPU-milli that CPU would feed for the home's pods: a CPU-only pod on
         the only kind of node a 120-core 8-GPU pod fits takes from it too.
+        Only nodes that can still take the least the home's pods ask lose
+        them anything. Where the placement leaves such a node unable to
+        (it breaks the eight free GPUs of a node an 8-GPU pod needs), the
+        rest of what the node had free for them is lost too, weighted by the
+        pressure beyond the home's share of the GPU request: at that share
+        the fragmentation measure already counts it. ``free``,
+        for a fractional pod, is the free milli of the GPU it would take on
+        each given node (``nodes`` may then repeat a node, one row per GPU).
         """
         if not self.homes or not len(nodes):
             return np.zeros(len(nodes))
@@ -154,8 +203,23 @@ class Scarcity:
         weight = self.pressure(state) * elsewhere
         if not weight.any():
             return np.zeros(len(nodes))
+        tracked = self._tracked(state)
+        before = tracked.per_node[nodes]  # (nodes, homes); > 0 exactly where the node can serve the home
+        need = self.need
+        count = tracked.count[nodes]
+        if pod.is_fractional and free is not None:
+            count = count - ((free[:, None] >= need[:, 1][None, :]) & (free[:, None] - pod.gpu_milli < need[:, 1]))
+        else:
+            count = count - pod.num_gpu  # whole GPUs taken are free GPUs, each counted above
+        still = count >= need[:, 0][None, :]
+        still &= (state.cpu_free[nodes] - pod.cpu_milli)[:, None] >= need[:, 2][None, :]
+        still &= (state.memory_free[nodes] - pod.memory_mib)[:, None] >= need[:, 3][None, :]
         taken = pod.total_gpu_milli + pod.cpu_milli / np.maximum(self.cpu_per_milli, 1e-9)
-        per_kind = (self.member * (weight * taken)[:, None]).max(axis=0)
-        kind = self.kind_of_node[nodes]
-        out: FloatArray = np.where(kind >= 0, per_kind[np.maximum(kind, 0)], 0.0)
+        # Breaking the node for the home loses it the rest of what the node had free for the home's pods. The
+        # fragmentation measure already counts that rest as a fragment for those pods' shapes at their share of
+        # the GPU request (s); what it misses is the pressure beyond that share.
+        broken = np.where(still, 0.0, np.maximum(before - taken[None, :], 0.0))
+        beyond = np.maximum(weight - self.share, 0.0)
+        loss = np.where(before > 0, taken[None, :] * weight[None, :] + broken * beyond[None, :], 0.0)
+        out: FloatArray = loss.max(axis=1)
         return out
