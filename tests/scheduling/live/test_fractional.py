@@ -11,6 +11,13 @@ from lightkube.resources.core_v1 import Pod
 
 from kubegpu.deviceplugin.rm import nodegpus, resource_map
 from kubegpu.gpu import profiles
+from kubegpu.scheduling.core.cluster import ClusterState
+from kubegpu.scheduling.core.fgd import FgdGpu
+from kubegpu.scheduling.core.fragmentation import CompiledWorkload
+from kubegpu.scheduling.core.framework import GpuPicker
+from kubegpu.scheduling.core.lookahead import LookaheadGpu, LookaheadModel
+from kubegpu.scheduling.core.model import NodeSpec
+from kubegpu.scheduling.core.workload import TargetWorkload
 from kubegpu.scheduling.live import corepolicies, objects
 from kubegpu.scheduling.live.cache import SchedulerCache
 from kubegpu.scheduling.live.cycle import NO_GPU_SHARE, NOT_DESCRIBED, Cycle, FitError, Placement, Profile
@@ -168,3 +175,31 @@ def test_the_core_policies_see_a_share_as_part_of_one_gpu_and_score_it() -> None
     profile = Profile("gpu-scheduler", scorers=((corepolicies.CorePolicyScore("Lookahead"), 1),))
     decision = schedule(cache, info("p", {MILLI: "500"}), profile)
     assert isinstance(decision, Placement) and decision.node == "b" and decision.gpus == (0,)
+
+
+@pytest.mark.parametrize("policy", ["Lookahead", "FGD"])
+def test_a_shares_gpu_is_the_one_the_simulators_picker_of_the_profiles_policy_gives(policy: str) -> None:
+    cache = SchedulerCache()
+    cache.set_node(described("a"))
+    held = info("held", {MILLI: "250"}, node_name="a", annotations={"kubegpu.io/gpu-devices": UUID[5]})
+    cache.add_pod(held, "a", (5,))
+    pod = info("p", {MILLI: "500"})
+    profile = Profile("gpu-scheduler", scorers=((corepolicies.CorePolicyScore(policy), 1),))
+    decision = schedule(cache, pod, profile)
+    assert isinstance(decision, Placement)
+
+    # The simulator's side, built apart: one 8-GPU node with the held share on GPU 5, the policy's own picker
+    # choosing among the GPUs the node lends in shares (0, 1, 5).
+    allocatable = cache.nodes["a"].allocatable
+    model = cache.nodes["a"].labels.get(objects.GPU_PRODUCT_LABEL) or "unknown"
+    state = ClusterState([NodeSpec("a", allocatable["cpu"], allocatable["memory"] // 2**20, 8, model)])
+    specs = [corepolicies.pod_spec(held), corepolicies.pod_spec(pod)]
+    state.bind(specs[0], 0, [5])
+    picker: GpuPicker
+    if policy == "Lookahead":
+        picker = LookaheadGpu(LookaheadModel.from_pods(specs, state.models, nodes=state.nodes))
+    else:
+        picker = FgdGpu(CompiledWorkload(TargetWorkload.from_pods(specs), state.models))
+    assert decision.gpus == picker.pick(state, specs[1], 0, among=[0, 1, 5])
+    best_fit = schedule(cache, pod)
+    assert isinstance(best_fit, Placement) and best_fit.gpus == (5,) != decision.gpus  # the policy chose otherwise

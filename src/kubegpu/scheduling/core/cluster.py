@@ -88,12 +88,17 @@ class ClusterState:
             self._model_masks[models] = mask
         return mask
 
-    def gpus_fitting(self, pod: PodSpec, node: int) -> list[int]:
-        """Indices of the node's GPUs with at least the pod's per-GPU share free, in index order."""
+    def gpus_fitting(self, pod: PodSpec, node: int, among: Sequence[int] | None = None) -> list[int]:
+        """Indices of the node's GPUs (of ``among`` when given) with at least the pod's per-GPU share free, in
+        index order."""
         if pod.num_gpu == 0:
             return []
         free = self.gpu_free[node, : self.gpu_count[node]]
-        return [int(i) for i in np.flatnonzero(free >= pod.gpu_milli)]
+        fitting = [int(i) for i in np.flatnonzero(free >= pod.gpu_milli)]
+        if among is None:
+            return fitting
+        allowed = set(among)
+        return [i for i in fitting if i in allowed]
 
     def fits(self, pod: PodSpec, node: int) -> bool:
         """Whether the pod fits on the node at all (CPU, memory, model, enough GPUs with its share)."""

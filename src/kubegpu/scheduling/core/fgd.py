@@ -11,7 +11,7 @@ take fully free GPUs. Must not filter; the measure itself lives in
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -104,12 +104,14 @@ class FgdGpu(GpuPicker):
         self.workload = workload
         self.stats = ShapeStatsCache(workload)
 
-    def pick(self, state: ClusterState, pod: PodSpec, node: int) -> tuple[int, ...]:
+    def pick(self, state: ClusterState, pod: PodSpec, node: int, among: Sequence[int] | None = None) -> tuple[int, ...]:
         if pod.num_gpu == 0:
             return ()
         if not pod.is_fractional:
             return exclusive_gpus(state, pod, node)
         scores = fractional_gpu_scores(self.stats.of(state), state, pod, node)
+        if among is not None:
+            scores = np.where(np.isin(np.arange(len(scores)), list(among)), scores, -1)
         if scores.max() < 0:
             raise OverCommit(f"pod {pod.name}: no GPU of node {state.nodes[node].name} has {pod.gpu_milli} milli free")
         return (int(np.argmax(scores)),)

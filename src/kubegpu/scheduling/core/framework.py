@@ -69,7 +69,9 @@ class GpuPicker:
 
     name = "gpu-picker"
 
-    def pick(self, state: ClusterState, pod: PodSpec, node: int) -> tuple[int, ...]:
+    def pick(self, state: ClusterState, pod: PodSpec, node: int, among: Sequence[int] | None = None) -> tuple[int, ...]:
+        """The GPU indices ``pod`` gets on ``node``; a fractional pod's one GPU is taken from ``among`` when given
+        (the GPUs a node lends in shares), from all of the node's GPUs otherwise."""
         raise NotImplementedError
 
 

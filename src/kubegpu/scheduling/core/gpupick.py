@@ -8,6 +8,8 @@ take the lowest-indexed fully free GPUs, in both. Must not choose nodes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from kubegpu.scheduling.core.cluster import ClusterState
@@ -31,12 +33,12 @@ class BestFitGpu(GpuPicker):
 
     name = "best-fit"
 
-    def pick(self, state: ClusterState, pod: PodSpec, node: int) -> tuple[int, ...]:
+    def pick(self, state: ClusterState, pod: PodSpec, node: int, among: Sequence[int] | None = None) -> tuple[int, ...]:
         if pod.num_gpu == 0:
             return ()
         if not pod.is_fractional:
             return exclusive_gpus(state, pod, node)
-        candidates = state.gpus_fitting(pod, node)
+        candidates = state.gpus_fitting(pod, node, among)
         if not candidates:
             raise OverCommit(f"pod {pod.name}: no GPU of node {state.nodes[node].name} has {pod.gpu_milli} milli free")
         free = state.gpu_free[node]
@@ -51,12 +53,12 @@ class RandomGpu(GpuPicker):
     def __init__(self, rng: np.random.Generator) -> None:
         self.rng = rng
 
-    def pick(self, state: ClusterState, pod: PodSpec, node: int) -> tuple[int, ...]:
+    def pick(self, state: ClusterState, pod: PodSpec, node: int, among: Sequence[int] | None = None) -> tuple[int, ...]:
         if pod.num_gpu == 0:
             return ()
         if not pod.is_fractional:
             return exclusive_gpus(state, pod, node)
-        candidates = state.gpus_fitting(pod, node)
+        candidates = state.gpus_fitting(pod, node, among)
         if not candidates:
             raise OverCommit(f"pod {pod.name}: no GPU of node {state.nodes[node].name} has {pod.gpu_milli} milli free")
         return (candidates[int(self.rng.integers(len(candidates)))],)

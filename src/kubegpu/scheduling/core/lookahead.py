@@ -229,13 +229,15 @@ class LookaheadGpu(GpuPicker):
         self.model = model
         self.stats = ShapeStatsCache(model.workload)
 
-    def pick(self, state: ClusterState, pod: PodSpec, node: int) -> tuple[int, ...]:
+    def pick(self, state: ClusterState, pod: PodSpec, node: int, among: Sequence[int] | None = None) -> tuple[int, ...]:
         if pod.num_gpu == 0:
             return ()
         if not pod.is_fractional:
             return exclusive_gpus(state, pod, node)
         free = state.gpu_free[node]
         candidates = np.flatnonzero(free >= pod.gpu_milli)
+        if among is not None:
+            candidates = candidates[np.isin(candidates, list(among))]
         if not len(candidates):
             raise OverCommit(f"pod {pod.name}: no GPU of node {state.nodes[node].name} has {pod.gpu_milli} milli free")
         nodes = np.array([node])

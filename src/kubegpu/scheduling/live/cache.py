@@ -262,6 +262,11 @@ class SchedulerCache:
             return None  # an impossible share fits nowhere (the scheduler refuses such pods before any cycle)
         return exactgpus.choose_share(self.described[node], self.shares_used(node), share)
 
+    def share_fitting(self, node: str, share: int) -> list[int]:
+        """Indices of a described ``node``'s healthy share GPUs with at least ``share`` milli left, ascending."""
+        free = self.described[node].share_free(self.shares_used(node))
+        return sorted(i for i, left in free.items() if left >= share)
+
     def share_device(self, node: str, index: int) -> str:
         """What a fractional pod's ``kubegpu.io/gpu-devices`` names for GPU ``index`` of ``node``: its UUID."""
         described = self.described.get(node)

@@ -8,12 +8,14 @@ core's score plugin (:class:`~kubegpu.scheduling.core.lookahead.LookaheadScore`,
 built from every pod the cache counts (plus the pod being placed) and refreshed every ``REFRESH`` decisions. Units
 as in the core: CPU milli, memory MiB (rounded up), whole GPUs as 1000 GPU-milli each, a ``kubegpu.io/gpu-milli``
 share as that much of one GPU (a node's GPUs: its ``nvidia.com/gpu`` and its ``kubegpu.io/gpu-milli`` / 1000).
-Must not filter, choose GPUs or do I/O.
+:meth:`CorePolicyScore.pick_share` asks the policy's own GPU picker (the simulator's) which of the GPUs the cycle
+allows a fractional pod gets. Must not filter or do I/O.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -21,7 +23,7 @@ from kubegpu.scheduling.core import fgd, lookahead
 from kubegpu.scheduling.core.cluster import ClusterState
 from kubegpu.scheduling.core.errors import SchedulingError
 from kubegpu.scheduling.core.fragmentation import CompiledWorkload
-from kubegpu.scheduling.core.framework import ScorePlugin
+from kubegpu.scheduling.core.framework import GpuPicker, ScorePlugin
 from kubegpu.scheduling.core.model import MILLI, NodeSpec, PodSpec
 from kubegpu.scheduling.core.workload import TargetWorkload
 from kubegpu.scheduling.live import resources
@@ -60,6 +62,7 @@ class CorePolicyScore:
         self._state: ClusterState | None = None
         self._generation = -1
         self._plugin: ScorePlugin | None = None
+        self._picker: tuple[ScorePlugin, GpuPicker] | None = None
         self._decisions = 0
 
     def __eq__(self, other: object) -> bool:
@@ -131,3 +134,28 @@ class CorePolicyScore:
             return np.zeros(len(nodes), dtype=np.int64)
         raw = self._plugin.score(state, spec, nodes)
         return self._plugin.normalize(raw)
+
+    def pick_share(self, cache: SchedulerCache, pod: PodInfo, node: str, among: Sequence[int]) -> int | None:
+        """The GPU of ``among`` the policy's own GPU picker gives the fractional ``pod`` on ``node`` — the one the
+        simulator would choose on the same cluster — or None when the mirror has no room there or no model yet."""
+        state = self._sync(cache)
+        if state is None or node not in state.index or not among:
+            return None
+        spec = pod_spec(pod)
+        if self._plugin is None:
+            self._plugin = self._build(cache, state, spec)
+        plugin = self._plugin
+        if plugin is None:
+            return None
+        if self._picker is None or self._picker[0] is not plugin:
+            if isinstance(plugin, lookahead.LookaheadScore):
+                self._picker = (plugin, lookahead.LookaheadGpu(plugin.model))
+            elif isinstance(plugin, fgd.FgdScore):
+                self._picker = (plugin, fgd.FgdGpu(plugin.workload))
+            else:
+                return None
+        try:
+            gpus = self._picker[1].pick(state, spec, state.index[node], among)
+        except SchedulingError:
+            return None  # the mirror counts the node fuller than the cache does: the cycle's own choice stands
+        return gpus[0] if gpus else None

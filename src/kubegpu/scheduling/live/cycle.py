@@ -10,7 +10,8 @@ that publishes its GPUs (``kubegpu.io/gpus``) those
 :func:`kubegpu.scheduling.core.exactgpus.choose` picks (a node where it finds too
 few healthy free ones does not fit: :data:`NO_GPU_SET`), elsewhere the lowest
 free indices. A fractional pod (``kubegpu.io/gpu-milli``) fits only a described node where one GPU published
-for shares has it left (:data:`NO_GPU_SHARE`, :data:`NOT_DESCRIBED`) and gets that one GPU. Must not change the
+for shares has it left (:data:`NO_GPU_SHARE`, :data:`NOT_DESCRIBED`) and gets the one GPU the profile's kubegpu
+policy picks there, as the simulator picks it (best fit without one). Must not change the
 cache (the caller assumes the placement) and does no I/O.
 """
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from kubegpu.scheduling.live import filters, resources
 from kubegpu.scheduling.live.cache import SchedulerCache
+from kubegpu.scheduling.live.corepolicies import CorePolicyScore
 from kubegpu.scheduling.live.objects import PodInfo
 from kubegpu.scheduling.live.scoring import LiveScorePlugin, NodeResourcesFit, node_score
 
@@ -146,14 +148,25 @@ class Cycle:
             best = int(chosen[ties[0] if len(ties) == 1 else ties[self.rng.integers(len(ties))]])
             score = top
         node = cache.names[best]
-        return Placement(pod, node, choose_gpus(cache, node, pod), score)
+        return Placement(pod, node, choose_gpus(cache, node, pod, profile), score)
 
 
-def choose_gpus(cache: SchedulerCache, node: str, pod: PodInfo) -> tuple[int, ...]:
-    """The GPU indices ``pod`` gets on ``node``: the described node's choice, else the lowest free ones."""
+def choose_gpus(cache: SchedulerCache, node: str, pod: PodInfo, profile: Profile | None = None) -> tuple[int, ...]:
+    """The GPU indices ``pod`` gets on ``node``: the described node's choice, else the lowest free ones.
+
+    A fractional pod's GPU is the one the profile's kubegpu policy (``Lookahead``, ``FGD``) picks among the share
+    GPUs with room, as the simulator picks it; without such a score plugin, best fit."""
     if pod.gpu_milli:
         share = cache.share_choice(node, pod.gpu_milli) if node in cache.described else None
-        return share.indices if share is not None else ()
+        if share is None:
+            return ()
+        among = cache.share_fitting(node, pod.gpu_milli)
+        for scorer, _ in profile.scorers if profile is not None else ():
+            if isinstance(scorer, CorePolicyScore):
+                gpu = scorer.pick_share(cache, pod, node, among)
+                if gpu is not None:
+                    return (gpu,)
+        return share.indices
     if not pod.gpus:
         return ()
     if node in cache.described:
