@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node
@@ -23,6 +24,8 @@ from tests.deploy import helmrender
 from tests.deploy.podrun import Pod, daemonset, deployment, http_get, listen_here, start
 from tests.deploy.rbac import RecordingProxy, Request, allows, attributes, grants
 from tests.polling import wait_until
+
+pytest.importorskip("helm_sdkpy", reason="helm-sdkpy is installed by .ci/run (--ignore-requires-python)")
 
 SLICED = "version: v1\nsharing:\n  timeSlicing:\n    resources:\n      - name: nvidia.com/gpu\n        replicas: 2\n"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.deploy import helmrender
@@ -14,6 +15,8 @@ from tests.deploy.podrun import MACHINE, Pod, daemonset, start
 from tests.deploy.rbac import RecordingProxy, allows, grants
 from tests.deviceplugin.gfd.test_nodefeature import NODEFEATURE_CRD, NodeFeature
 from tests.polling import wait_until
+
+pytest.importorskip("helm_sdkpy", reason="helm-sdkpy is installed by .ci/run (--ignore-requires-python)")
 
 
 def test_gfd_asks_only_and_all_of_what_its_role_grants(host: Path, procs: list[Any], kube: Any) -> None:
