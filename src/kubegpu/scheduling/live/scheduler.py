@@ -257,6 +257,7 @@ class LiveScheduler:
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(_log_failure)
 
     async def stop(self) -> None:
         for task in list(self.tasks):
@@ -633,3 +634,12 @@ def _decision_inputs(pod: PodInfo) -> tuple[object, ...]:
         pod.priority,
         pod.preemption_policy,
     )
+
+
+def _log_failure(task: asyncio.Future[Any]) -> None:
+    """A background task (an informer, a bind) that ended with an error says so once, instead of vanishing."""
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None:
+        log.error("background task failed", extra={"error": f"{type(exc).__name__}: {exc}"})
