@@ -33,6 +33,8 @@ from tests.kubeapi.fixture import KubeEnv
 from tests.polling import wait_until
 
 GPU = "nvidia.com/gpu"
+#: The resource of GPUs a plugin lends in shares (``--gpu-milli``): one device per milli-GPU.
+GPU_MILLI = exactgpus.MILLI_RESOURCE
 #: The node label each test's nodes carry (value: the test's namespace) and its pods select.
 POOL = "kubegpu.io/test-pool"
 #: The pod annotation the scheduler writes its chosen devices in, and the agent's runtime options annotation.
@@ -77,11 +79,12 @@ class GpuNode:
         self.local.start_kubelet()
 
     def held(self, namespace: str) -> dict[str, dict[str, list[str]]]:
-        """What the node's kubelet holds for the namespace's pods: pod name -> container -> GPU device IDs."""
+        """What the node's kubelet holds for the namespace's pods: pod name -> container -> GPU device IDs (whole
+        GPUs' and ``kubegpu.io/gpu-milli`` units alike)."""
         out: dict[str, dict[str, list[str]]] = {}
         for pod in self.local.status()["pods"]:
             if pod["namespace"] == namespace:
-                out[pod["name"]] = {c: list(r.get(GPU, [])) for c, r in pod["containers"].items()}
+                out[pod["name"]] = {c: [*r.get(GPU, []), *r.get(GPU_MILLI, [])] for c, r in pod["containers"].items()}
         return out
 
     def uuid_index(self) -> dict[str, int]:
@@ -184,13 +187,18 @@ class GpuCluster:
         return dict((got.metadata.annotations if got and got.metadata else None) or {})
 
     def ready(self, name: str, gpus: int | None = None) -> bool:
-        """Node registered, not tainted not-ready, ``gpus`` allocatable (its machine's count by default) and, when
-        the cluster publishes, its GPU description there."""
+        """Node registered, not tainted not-ready, ``gpus`` allocatable (by default its machine's count less the
+        GPUs it publishes for shares) and, when the cluster publishes, its GPU description there."""
         got = self.node_object(name)
         if got is None:
             return False
-        want = len(self.nodes[name].machine.gpus) if gpus is None else gpus
         annotations = (got.metadata.annotations if got.metadata else None) or {}
+        want = gpus
+        if want is None:
+            shares = 0
+            if exactgpus.GPUS_ANNOTATION in annotations:
+                shares = sum(exactgpus.read(name, annotations[exactgpus.GPUS_ANNOTATION]).milli)
+            want = len(self.nodes[name].machine.gpus) - shares
         allocatable = (got.status.allocatable if got.status else None) or {}
         taints = (got.spec.taints if got.spec else None) or []
         return (
@@ -209,22 +217,27 @@ class GpuCluster:
 
     # ----- pods ---------------------------------------------------------------------------------
 
-    def manifest(self, name: str, gpus: int, *, priority_class: str | None = None) -> Pod:
-        """A pod of this test: our profile, our node label, one container ``main`` asking ``gpus`` GPUs."""
+    def manifest(self, name: str, gpus: int, *, priority_class: str | None = None, milli: int = 0) -> Pod:
+        """A pod of this test: our profile, our node label, one container ``main`` asking ``gpus`` GPUs (or, with
+        ``milli``, that share of one GPU)."""
         spec: dict[str, Any] = {
             "schedulerName": self.profile,
             "nodeSelector": {POOL: self.kube.namespace},
             "restartPolicy": "Never",
             "containers": [
-                {"name": "main", "image": "nvcr.io/nvidia/cuda:12.4.0-base", "resources": {"limits": {GPU: gpus}}}
+                {
+                    "name": "main",
+                    "image": "nvcr.io/nvidia/cuda:12.4.0-base",
+                    "resources": {"limits": {GPU_MILLI: milli} if milli else {GPU: gpus}},
+                }
             ],
         }
         if priority_class:
             spec["priorityClassName"] = priority_class
         return Pod.from_dict({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
 
-    def create(self, name: str, gpus: int, *, priority_class: str | None = None) -> None:
-        self.kube.client().create(self.manifest(name, gpus, priority_class=priority_class))
+    def create(self, name: str, gpus: int, *, priority_class: str | None = None, milli: int = 0) -> None:
+        self.kube.client().create(self.manifest(name, gpus, priority_class=priority_class, milli=milli))
 
     def get(self, name: str) -> Pod | None:
         try:
