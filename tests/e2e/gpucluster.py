@@ -202,7 +202,7 @@ class GpuCluster:
         allocatable = (got.status.allocatable if got.status else None) or {}
         taints = (got.spec.taints if got.spec else None) or []
         return (
-            allocatable.get(GPU) == str(want)
+            allocatable.get(GPU, "0") == str(want)
             and (not self.publish or exactgpus.GPUS_ANNOTATION in annotations)
             and not any(t.key == NOT_READY for t in taints)
         )

@@ -9,6 +9,10 @@ node's CPU and memory, the plugin publishing its GPUs — on the in-process API 
 simulator's arrival order, through ``kubegpu scheduler`` with the same kube-scheduler scoring (NodeResourcesFit
 MostAllocated, cpu 1, memory 1, nvidia.com/gpu 3). Both must place every pod on the same node with the same GPU
 indices. The node shapes are distinct, so no decision rests on a tie-break (the two break ties differently).
+
+The same holds for the trace's fractional pods (part of one GPU) on nodes that lend every GPU in shares
+(``--gpu-milli all``, the pods asking ``kubegpu.io/gpu-milli``, the live profile weighing that resource as the
+simulator weighs GPU): same node, same GPU.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from kubegpu.scheduling.core.model import NodeSpec, PodSpec
 from kubegpu.scheduling.core.policies import build_profile
 from kubegpu.scheduling.core.workload import TargetWorkload
 from kubegpu.scheduling.simulate import simulator, trace
-from tests.e2e.gpucluster import GPU, POOL, GpuCluster, running_pod
+from tests.e2e.gpucluster import GPU, GPU_MILLI, POOL, GpuCluster, running_pod
 from tests.kubeapi.fixture import KubeEnv
 from tests.polling import wait_until
 from tests.shared import shared_path
@@ -39,30 +43,34 @@ TRACE = ("traces", "alibaba-gpu-v2023")
 SHAPES = ((8, "G2"), (4, "V100M16"), (2, "T4"), (1, "V100M16"))
 #: How many trace pods of each GPU count, the first ones by name with no GPU model constraint.
 PODS = {1: 6, 2: 2, 4: 1}
+#: Nodes lending their GPUs in shares, and how many fractional trace pods (no model constraint) run on them.
+SHARE_SHAPES = ((2, "T4"), (1, "V100M16"))
+SHARE_PODS = 8
 POLICY = "most-allocated"
-SCORING = {
-    "name": "NodeResourcesFit",
-    "args": {
-        "scoringStrategy": {
-            "type": "MostAllocated",
-            "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": GPU, "weight": 3}],
-        }
-    },
-}
+
+
+def scoring(gpu_resource: str) -> dict[str, object]:
+    """The live twin of ``most-allocated``: NodeResourcesFit MostAllocated, cpu 1, memory 1, GPUs 3."""
+    weights = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": gpu_resource, "weight": 3}]
+    return {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated", "resources": weights}}}
+
+
 SEED = 7
 UNPLACED = ("", ())
 
 
-def trace_nodes() -> list[NodeSpec]:
+def trace_nodes(shapes: tuple[tuple[int, str], ...] = SHAPES) -> list[NodeSpec]:
     nodes = trace.read_nodes(shared_path(*TRACE, "openb_node_list_gpu_node.csv"))
     chosen: list[NodeSpec] = []
-    for gpus, model in SHAPES:
+    for gpus, model in shapes:
         chosen.append(next(n for n in nodes if n.gpus == gpus and n.model == model))
     return chosen
 
 
-def trace_pods() -> list[PodSpec]:
+def trace_pods(shares: bool = False) -> list[PodSpec]:
     pods = sorted(trace.read_pods(shared_path(*TRACE, "openb_pod_list_default.csv")), key=lambda p: p.name)
+    if shares:
+        return [p for p in pods if p.num_gpu == 1 and p.gpu_milli < 1000 and not p.gpu_models][:SHARE_PODS]
     chosen: list[PodSpec] = []
     for gpus, count in PODS.items():
         whole = [p for p in pods if p.num_gpu == gpus and p.gpu_milli == 1000 and not p.gpu_models]
@@ -137,15 +145,19 @@ def ties(nodes: list[NodeSpec], pods: list[PodSpec], order: list[str]) -> list[s
     return tied
 
 
-@pytest.fixture
-def cluster(kube: KubeEnv, tmp_path: Path) -> Iterator[tuple[GpuCluster, list[NodeSpec]]]:
-    nodes = trace_nodes()
+@pytest.fixture(params=["whole", "shares"])
+def cluster(
+    kube: KubeEnv, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[GpuCluster, list[NodeSpec]]]:
+    shares = request.param == "shares"
+    nodes = trace_nodes(SHARE_SHAPES if shares else SHAPES)
     with GpuCluster(
         kube,
         tmp_path,
         [machine_profile(n, tmp_path) for n in nodes],
         score=[{"name": "NodeResourcesFit", "weight": 1}],
-        plugin_config=[SCORING],
+        plugin_config=[scoring(GPU_MILLI if shares else GPU)],
+        plugin_args=("--gpu-milli", "all") if shares else (),
         agent_args=[["--capacity", f"cpu={n.cpu_milli}m,memory={n.memory_mib}Mi"] for n in nodes],
     ) as cluster:
         cluster.wait_ready()
@@ -156,7 +168,8 @@ def test_simulate_and_the_live_scheduler_place_the_same_pods_on_the_same_nodes_a
     kube: KubeEnv, cluster: tuple[GpuCluster, list[NodeSpec]]
 ) -> None:
     live, nodes = cluster
-    pods = {p.name: p for p in trace_pods()}
+    shares = bool(live.plugin_args)
+    pods = {p.name: p for p in trace_pods(shares)}
     order, expected = simulated(nodes, list(pods.values()))
     node_of = dict(zip(live.nodes, (n.name for n in nodes), strict=True))  # emulated node -> trace node
     client = kube.client()
@@ -179,7 +192,7 @@ def test_simulate_and_the_live_scheduler_place_the_same_pods_on_the_same_nodes_a
                                 "image": "x",
                                 "resources": {
                                     "requests": {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"},
-                                    "limits": {GPU: pod.num_gpu},
+                                    "limits": {GPU_MILLI: pod.gpu_milli} if shares else {GPU: pod.num_gpu},
                                 },
                             }
                         ],
