@@ -11,9 +11,9 @@ decide what ready means (that is :mod:`kubegpu.deviceplugin.mps.control`) or ser
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
+from kubegpu.common.tasks import BackgroundTask
 from kubegpu.deviceplugin.mps.control import DaemonCheck
 from kubegpu.deviceplugin.plugin.monitor import HealthMonitor
 
@@ -35,7 +35,7 @@ class MpsWatch:
         self.interval_s = interval_s
         self.problem: str | None = None
         self._served = False  # the daemon was ready once: later problems are an outage, logged as one
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask("mps-watch", self._loop)
 
     async def check(self) -> str | None:
         """Ask now and apply the answer; the problem, or None when the daemons serve."""
@@ -59,15 +59,10 @@ class MpsWatch:
 
     def start(self) -> None:
         """Check every interval from now on (again after :meth:`stop`); idempotent."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._loop(), name="mps-watch")
+        self._task.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._task.stop()
 
     async def _loop(self) -> None:
         while True:

@@ -22,6 +22,7 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Pod
 
 from kubegpu import kubeconfig as kubeconfig_
+from kubegpu.common.tasks import BackgroundTask
 from kubegpu.deviceplugin import naming
 from kubegpu.deviceplugin.rm import picks
 from kubegpu.deviceplugin.rm.resources import Resource
@@ -47,7 +48,7 @@ class NodePods:
         self._given: dict[str, set[str]] = {}  # pod UID -> devices allocated to it by this plugin
         self._allocated: set[str] = set()  # pod UIDs given every device the scheduler chose
         self._version: str | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask("node-pods", self._run)
         self._last_error: str | None = None
 
     @property
@@ -55,15 +56,10 @@ class NodePods:
         return {"spec.nodeName": self.node_name}
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="node-pods")
+        self._task.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._task.stop()
         with contextlib.suppress(Exception):
             await self.client.close()
 

@@ -20,6 +20,7 @@ from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
 from kubegpu import kubeconfig as kubeconfig_
+from kubegpu.common.tasks import BackgroundTask
 from kubegpu.kubeconfig import KubeconfigError
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class NodePublisher:
         self._wanted: dict[str, str | None] | None = None
         self._written: dict[str, str | None] | None = None
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask("node-publisher", self._run)
         self._last_error: str | None = None
 
     def update(self, annotations: dict[str, str | None]) -> None:
@@ -58,15 +59,10 @@ class NodePublisher:
         self._wake.set()
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="node-publisher")
+        self._task.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._task.stop()
         with contextlib.suppress(Exception):
             await self.client.close()
 
