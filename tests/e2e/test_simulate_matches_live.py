@@ -161,7 +161,19 @@ def cluster(
         agent_args=[["--capacity", f"cpu={n.cpu_milli}m,memory={n.memory_mib}Mi"] for n in nodes],
     ) as cluster:
         cluster.wait_ready()
+        for name, node in zip(cluster.nodes, nodes, strict=True):  # the plugin registers the units as they come
+            wait_until(
+                lambda name=name, node=node: milli_allocatable(cluster, name) == (1000 * node.gpus if shares else 0),
+                within=60,
+                what=f"node {name} with its {GPU_MILLI} allocatable",
+            )
         yield cluster, nodes
+
+
+def milli_allocatable(cluster: GpuCluster, name: str) -> int:
+    got = cluster.node_object(name)
+    allocatable = (got.status.allocatable if got and got.status else None) or {}
+    return int(allocatable.get(GPU_MILLI, "0"))
 
 
 def test_simulate_and_the_live_scheduler_place_the_same_pods_on_the_same_nodes_and_gpus(
