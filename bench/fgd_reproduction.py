@@ -180,7 +180,7 @@ def _load_runs(path: Path) -> dict[tuple[str, str, int], tuple[list[float], floa
 
 
 def _variant_table(args: argparse.Namespace, traces: list[str]) -> int:
-    rows = traces + [f"{v}@{d}" for v in args.only for d in range(args.draws)]
+    rows = traces + [f"{v}@{d}" for v in args.only for d in range(args.first_draw, args.draws)]
     compared = [p for p in ("fgd", "lookahead") if p in args.policies.split(",")]
     # Seed by seed, so that an interrupted --save run holds every row for its first seeds.
     jobs = [(t, p, s) for s in args.seeds for t in rows for p in compared]
@@ -474,6 +474,9 @@ def main() -> int:
         help="variants for --variants (default: all nine)",
     )
     parser.add_argument("--draws", type=int, default=3, help="draws 0..N-1 of each variant for --variants")
+    parser.add_argument(
+        "--first-draw", type=int, default=0, metavar="K", help="with --variants, start at draw K (draws K..N-1)"
+    )
     parser.add_argument("--json", action="store_true", help="with --variants, also print the table as one JSON line")
     parser.add_argument(
         "--save", type=Path, metavar="FILE", help="with --variants, append every run's curve to FILE (JSON lines)"
@@ -496,8 +499,11 @@ def main() -> int:
         return 1
     if args.variants:
         bad = [v for v in args.only if v not in VARIANTS]
-        if bad or args.draws < 1:
-            parser.error(f"--only takes {', '.join(VARIANTS)}; --draws at least 1 (got {bad or args.draws})")
+        if bad or not 0 <= args.first_draw < args.draws:
+            parser.error(
+                f"--only takes {', '.join(VARIANTS)}; --first-draw K needs 0 <= K < --draws "
+                f"(got {bad or (args.first_draw, args.draws)})"
+            )
         return _variant_table(args, traces)
     if any(not 0 < share < 1 for share in args.reserve):
         parser.error(f"--reserve shares must be within (0, 1), got {args.reserve}")
