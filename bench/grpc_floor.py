@@ -14,11 +14,13 @@ latency helper: 50 warm-up calls, then ``--calls`` timed ones), four servers of 
 The trivial servers answer like a 1-GPU envvar Allocate (``NVIDIA_VISIBLE_DEVICES`` = the IDs) and pick the
 must-include then the first available IDs; they do nothing else. Servers run one after another, in
 ``--rounds`` rounds whose order rotates, so that the machine's noise hits all alike. Printed per server and
-RPC: the median over the rounds of p50, p99 and max (ms), with the range of the max; per server the start
+RPC: the median over the rounds of p50, p99 and max (ms), with the range of the max, and the server's CPU time
+per call (µs; unlike wall time it does not grow with what else the machine runs); per server the start
 (process spawned -> it printed "serving", its socket listening; for the plugin: spawned -> registered with
 every device allocatable, as bench/node.py measures it) and the load average. ``--json`` adds, as the last
 line, one object with every figure. The Go toolchain on Debian: ``apt-get install golang-go
-golang-google-grpc-dev`` (built in GOPATH mode over /usr/share/gocode: no module download).
+golang-google-grpc-dev`` (built in GOPATH mode over /usr/share/gocode: no module download). It prints figures
+and asserts none, and writes nothing outside its temp dirs (the Go binary too is built there, never committed).
 Usage: python bench/grpc_floor.py [--rounds 3] [--calls 1000] [--machine dgx-a100] [--json]
 """
 
@@ -53,6 +55,7 @@ DEBIAN_GOPATH = Path("/usr/share/gocode")
 SERVERS = ("go", "aio", "sync", "plugin")
 RPCS = ("allocate", "preferred")
 RESOURCE = "nvidia.com/gpu"
+WARM_UP = 50  # calls bench/node.py's latency helper makes before it times any
 
 
 # --- the trivial Python servers (run as ``--serve aio|sync``; keep their imports to the above) ---
@@ -171,8 +174,12 @@ class Spawned:
 Latency = Callable[[Callable[[], object], int], tuple[float, float, float]]
 
 
-def time_rpcs(socket: Path, uuids: list[str], calls: int, latency: Latency) -> dict[str, tuple[float, float, float]]:
-    """(p50, p99, max) of Allocate 1 GPU and GetPreferredAllocation 4 of 8, as bench/node.py calls them."""
+def time_rpcs(
+    socket: Path, pid: int, uuids: list[str], calls: int, latency: Latency, cpu_ms: Callable[[int], float]
+) -> dict[str, Any]:
+    """(p50, p99, max) of Allocate 1 GPU and GetPreferredAllocation 4 of 8, as bench/node.py calls them, and the
+    server's CPU time per call (µs, warm-up calls included: its threads' schedstat, which does not grow with the
+    load as wall time does)."""
     allocate = api_pb2.AllocateRequest(container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=uuids[:1])])
     available = uuids[:8]
     preferred = api_pb2.PreferredAllocationRequest(
@@ -187,10 +194,15 @@ def time_rpcs(socket: Path, uuids: list[str], calls: int, latency: Latency) -> d
         answer = stub.Allocate(allocate, timeout=10)
         if answer.container_responses[0].envs.get("NVIDIA_VISIBLE_DEVICES") != uuids[0]:
             raise SystemExit(f"bench/grpc_floor.py: the server on {socket} answered Allocate with {answer}")
-        return {
-            "allocate": latency(functools.partial(stub.Allocate, allocate, timeout=10), calls),
-            "preferred": latency(functools.partial(stub.GetPreferredAllocation, preferred, timeout=10), calls),
-        }
+        figures: dict[str, Any] = {}
+        for rpc, call in (
+            ("allocate", functools.partial(stub.Allocate, allocate, timeout=10)),
+            ("preferred", functools.partial(stub.GetPreferredAllocation, preferred, timeout=10)),
+        ):
+            before = cpu_ms(pid)
+            figures[rpc] = latency(call, calls)
+            figures[f"{rpc}_cpu_us"] = (cpu_ms(pid) - before) * 1000 / (calls + WARM_UP)
+        return figures
 
 
 def _median_row(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -199,6 +211,7 @@ def _median_row(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     for rpc in RPCS:
         for i, name in enumerate(("p50", "p99", "max")):
             row[f"{rpc}_{name}_ms"] = statistics.median(r[rpc][i] for r in rounds)
+        row[f"{rpc}_server_cpu_us"] = statistics.median(r[f"{rpc}_cpu_us"] for r in rounds)
         maxes = [r[rpc][2] for r in rounds]
         row[f"{rpc}_max_range_ms"] = [min(maxes), max(maxes)]
     return row
@@ -216,7 +229,7 @@ def run(args: argparse.Namespace, uuids: list[str]) -> dict[str, Any]:
     from kubegpu.demo.localnode import LocalNode
 
     node_bench.compile_package()
-    latency = node_bench._latency
+    latency, cpu_ms = node_bench._latency, node_bench._cpu_ms
     load_start = os.getloadavg()[0]
     print(f"gRPC floor bench: {args.rounds} rounds x {args.calls} calls per RPC, load average {load_start:.1f}")
     here = Path(__file__).resolve()
@@ -239,14 +252,16 @@ def run(args: argparse.Namespace, uuids: list[str]) -> dict[str, Any]:
                     node.start_plugin()
                     node.wait_for(lambda s: s["resources"].get(RESOURCE, {}).get("allocatable") == len(uuids))
                     figures: dict[str, Any] = {"start_ms": (time.perf_counter() - started) * 1000}
-                    figures.update(time_rpcs(node.socket_dir / "nvidia-gpu.sock", uuids, args.calls, latency))
+                    sock, pid = node.socket_dir / "nvidia-gpu.sock", node.procs["plugin"].pid
+                    figures.update(time_rpcs(sock, pid, uuids, args.calls, latency, cpu_ms))
                     node.stop("plugin")
                 elif name in commands:
                     socket = work / f"{name}.sock"
                     flag = ["-socket"] if name == "go" else ["--socket"]
                     server = Spawned([*commands[name], *flag, str(socket)], socket)
                     try:
-                        figures = {"start_ms": server.start_ms, **time_rpcs(socket, uuids, args.calls, latency)}
+                        timed = time_rpcs(socket, server.proc.pid, uuids, args.calls, latency, cpu_ms)
+                        figures = {"start_ms": server.start_ms, **timed}
                     finally:
                         server.stop()
                 else:
@@ -287,7 +302,8 @@ def report(figures: dict[str, Any]) -> Iterator[str]:
             lo, hi = row[f"{rpc}_max_range_ms"]
             yield (
                 f"{label} {title} p50/p99/max (ms): {row[f'{rpc}_p50_ms']:.2f} / {row[f'{rpc}_p99_ms']:.2f} / "
-                f"{row[f'{rpc}_max_ms']:.2f}  [max {lo:.2f}-{hi:.2f}]"
+                f"{row[f'{rpc}_max_ms']:.2f}  [max {lo:.2f}-{hi:.2f}]; server CPU per call "
+                f"{row[f'{rpc}_server_cpu_us']:.0f} µs"
             )
     yield f"load average at the end {figures['load_average_end']:.1f}"
 
