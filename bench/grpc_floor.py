@@ -15,7 +15,7 @@ The trivial servers answer like a 1-GPU envvar Allocate (``NVIDIA_VISIBLE_DEVICE
 must-include then the first available IDs; they do nothing else. Servers run one after another, in
 ``--rounds`` rounds whose order rotates, so that the machine's noise hits all alike. Printed per server and
 RPC: the median over the rounds of p50, p99 and max (ms), with the range of the max, and the server's CPU time
-per call (µs; unlike wall time it does not grow with what else the machine runs); per server the start
+per call (µs; less noisy than wall time under load, though contention raises it too); per server the start
 (process spawned -> it printed "serving", its socket listening; for the plugin: spawned -> registered with
 every device allocatable, as bench/node.py measures it) and the load average. ``--json`` adds, as the last
 line, one object with every figure. The Go toolchain on Debian: ``apt-get install golang-go
@@ -178,8 +178,8 @@ def time_rpcs(
     socket: Path, pid: int, uuids: list[str], calls: int, latency: Latency, cpu_ms: Callable[[int], float]
 ) -> dict[str, Any]:
     """(p50, p99, max) of Allocate 1 GPU and GetPreferredAllocation 4 of 8, as bench/node.py calls them, and the
-    server's CPU time per call (µs, warm-up calls included: its threads' schedstat, which does not grow with the
-    load as wall time does)."""
+    server's CPU time per call (µs, warm-up calls included: its threads' schedstat, which counts only the time they
+    ran, not the time they waited for a core)."""
     allocate = api_pb2.AllocateRequest(container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=uuids[:1])])
     available = uuids[:8]
     preferred = api_pb2.PreferredAllocationRequest(
