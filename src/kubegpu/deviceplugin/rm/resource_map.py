@@ -126,7 +126,7 @@ def build(machine: Machine, config: Config, minors: mig_caps.MigMinors | None = 
     """
     warnings: list[str] = []
     try:
-        by_name = _devices_from_resources(machine, config, minors or mig_caps.driver_layout(), warnings)
+        by_name = _devices_from_resources(machine, config, minors, warnings)
     except ResourceMapError as exc:
         raise ResourceMapError(f"error building device map from config.resources: {exc}") from None
     try:
@@ -153,7 +153,7 @@ def _match(patterns: Sequence[v1.ResourcePattern], value: str) -> str | None:
 
 
 def _devices_from_resources(
-    machine: Machine, config: Config, minors: mig_caps.MigMinors, warnings: list[str]
+    machine: Machine, config: Config, minors: mig_caps.MigMinors | None, warnings: list[str]
 ) -> dict[str, list[Device]]:
     strategy = config.flags.mig_strategy
     gpus: dict[str, list[Device]] = {}
@@ -173,6 +173,8 @@ def _devices_from_resources(
     for gpu in machine.gpus:
         if not gpu.mig_enabled:
             continue
+        # The driver's numbering is a table of ~4,000 minors: built only for a machine with MIG devices.
+        minors = minors or mig_caps.driver_layout()
         for mig in gpu.mig_devices:
             name = mig_resource_name(mig.profile, config)
             if name is None:
