@@ -52,7 +52,7 @@ from kubegpu.deviceplugin.plugin.host import HostError, HostView, imex_channels
 from kubegpu.deviceplugin.plugin.metrics import PluginMetrics
 from kubegpu.deviceplugin.plugin.monitor import HealthMonitor
 from kubegpu.deviceplugin.plugin.watcher import Identity, KubeletSocketWatcher
-from kubegpu.deviceplugin.rm import health, mig_caps, preferred, resource_map, responses, xids
+from kubegpu.deviceplugin.rm import health, preferred, resource_map, responses, xids
 from kubegpu.deviceplugin.rm.resources import Resource
 from kubegpu.gpu import errors as gpu_errors
 from kubegpu.gpu.backend import GpuBackend
@@ -62,6 +62,7 @@ from kubegpu.gpu.model import Machine
 if TYPE_CHECKING:
     from kubegpu.deviceplugin.plugin import pods, publisher
     from kubegpu.deviceplugin.plugin.mpswatch import MpsWatch
+    from kubegpu.deviceplugin.rm import mig_caps
 
 log = logging.getLogger(__name__)
 
@@ -392,6 +393,8 @@ class Supervisor:
         """The host's MIG capability minors (NVML), or None for the driver's numbering (simulated machines)."""
         if simulated:
             return None
+        from kubegpu.deviceplugin.rm import mig_caps  # not for simulated machines: they have no /proc of their own
+
         try:
             return mig_caps.read(PROC_ROOT)
         except OSError as exc:
@@ -406,6 +409,7 @@ class Supervisor:
             return ()
         # Imported only here: the spec models cost start time and memory that plugins without CDI need not pay.
         from kubegpu.deviceplugin.cdi import generate, writer
+        from kubegpu.deviceplugin.rm import mig_caps
 
         spec_dir = Path(config.options.cdi_spec_dir)
         try:
