@@ -51,6 +51,7 @@ NOT_ON_THE_START_PATH = (
     "kubegpu.placement.shared",
     "kubegpu.placement.weights",
     "kubegpu.placement.matrix",
+    "kubegpu.deviceplugin.rm.responses",  # the first Allocate loads it; a start builds only its ResponseOptions
 )
 
 #: Further modules a start on a simulated machine must not import (the NVML backend needs them).
