@@ -9,9 +9,10 @@ resource patterns), the flag validation at start ("unable to validate flags: …
 and the frozen :class:`Config` with its JSON form.
 
 Reads files only through :func:`load` (the ``--config-file``); everything else is
-pure. Must not declare a flag (that is :mod:`.flags`), discover devices or talk to
-the kubelet: the runtime calls :func:`add_arguments` and :func:`load` and gets a
-frozen :class:`Config`.
+pure, but for what argparse itself does (:class:`HelpFormatter` asks ``$COLUMNS`` or the
+terminal for the help width, as argparse's own formatter does). Must not declare a flag
+(that is :mod:`.flags`), discover devices or talk to the kubelet: the runtime calls
+:func:`add_arguments` and :func:`load` and gets a frozen :class:`Config`.
 """
 
 from __future__ import annotations
