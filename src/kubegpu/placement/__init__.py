@@ -35,26 +35,58 @@ Modules: :mod:`~kubegpu.placement.weights` (pair weights per policy),
 tested against), :mod:`~kubegpu.placement.shared` (distributed/packed),
 :mod:`~kubegpu.placement.matrix` (the pair cells as ``nvidia-smi topo -m`` spells them),
 :mod:`~kubegpu.placement.policies` (this API), :mod:`~kubegpu.placement.command`
-(``kubegpu topology``, the only module here that reads files and prints).
+(``kubegpu topology``, the only module here that reads files and prints),
+:mod:`~kubegpu.placement.names` (the policy names alone, for config validation).
+
+The package imports its modules on first use of a name (PEP 562): a device plugin validates its
+policy names at start and builds the solvers only at its first GetPreferredAllocation.
 """
 
-from kubegpu.placement.errors import PlacementError
-from kubegpu.placement.matrix import link_matrix
-from kubegpu.placement.policies import (
-    BEST_EFFORT,
-    DEFAULT_SHARED_POLICY,
-    DEFAULT_WHOLE_GPU_POLICY,
-    DISTRIBUTED,
-    PACKED,
-    POLICIES,
-    SHARED_POLICIES,
-    TOPOLOGY,
-    WHOLE_GPU_POLICIES,
-    pick,
-    pick_shared,
-    prepare,
-)
-from kubegpu.placement.shared import SharedDevice
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kubegpu.placement.errors import PlacementError
+    from kubegpu.placement.matrix import link_matrix
+    from kubegpu.placement.names import (
+        BEST_EFFORT,
+        DEFAULT_SHARED_POLICY,
+        DEFAULT_WHOLE_GPU_POLICY,
+        DISTRIBUTED,
+        PACKED,
+        POLICIES,
+        SHARED_POLICIES,
+        TOPOLOGY,
+        WHOLE_GPU_POLICIES,
+    )
+    from kubegpu.placement.policies import pick, pick_shared, prepare
+    from kubegpu.placement.shared import SharedDevice
+
+#: Public name -> the module that defines it.
+_HOME = {
+    "PlacementError": "errors",
+    "link_matrix": "matrix",
+    "pick": "policies",
+    "pick_shared": "policies",
+    "prepare": "policies",
+    "SharedDevice": "shared",
+    **dict.fromkeys(
+        (
+            "BEST_EFFORT",
+            "DEFAULT_SHARED_POLICY",
+            "DEFAULT_WHOLE_GPU_POLICY",
+            "DISTRIBUTED",
+            "PACKED",
+            "POLICIES",
+            "SHARED_POLICIES",
+            "TOPOLOGY",
+            "WHOLE_GPU_POLICIES",
+        ),
+        "names",
+    ),
+}
 
 __all__ = [
     "BEST_EFFORT",
@@ -73,3 +105,12 @@ __all__ = [
     "pick_shared",
     "prepare",
 ]
+
+
+def __getattr__(name: str) -> object:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # later look-ups do not come back here
+    return value

@@ -13,21 +13,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kubegpu.gpu.model import Topology
-from kubegpu.placement import errors, partition, shared, subsets
+from kubegpu.placement import errors, names, partition, shared, subsets
 from kubegpu.placement import weights as weights_
 
-BEST_EFFORT = "best-effort"
-TOPOLOGY = "topology"
-DISTRIBUTED = shared.DISTRIBUTED
-PACKED = shared.PACKED
-
-#: Policies for whole GPUs, the default first.
-WHOLE_GPU_POLICIES = (TOPOLOGY, BEST_EFFORT)
-#: Policies for replicas and MIG devices, the default first (NVIDIA's default too).
-SHARED_POLICIES = (DISTRIBUTED, PACKED)
-POLICIES = WHOLE_GPU_POLICIES + SHARED_POLICIES
-DEFAULT_WHOLE_GPU_POLICY = TOPOLOGY
-DEFAULT_SHARED_POLICY = DISTRIBUTED
+BEST_EFFORT = names.BEST_EFFORT
+TOPOLOGY = names.TOPOLOGY
+DISTRIBUTED = names.DISTRIBUTED
+PACKED = names.PACKED
+WHOLE_GPU_POLICIES = names.WHOLE_GPU_POLICIES
+SHARED_POLICIES = names.SHARED_POLICIES
+POLICIES = names.POLICIES
+DEFAULT_WHOLE_GPU_POLICY = names.DEFAULT_WHOLE_GPU_POLICY
+DEFAULT_SHARED_POLICY = names.DEFAULT_SHARED_POLICY
 
 
 def pair_weights(policy: str, topology: Topology) -> weights_.Matrix:

@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kubegpu.placement import errors
+from kubegpu.placement import errors, names
 
-DISTRIBUTED = "distributed"
-PACKED = "packed"
-POLICIES = (DISTRIBUTED, PACKED)
+DISTRIBUTED = names.DISTRIBUTED
+PACKED = names.PACKED
+POLICIES = names.SHARED_POLICIES
 
 
 @dataclass(frozen=True)

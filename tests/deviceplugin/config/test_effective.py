@@ -671,3 +671,27 @@ def test_replicas_beyond_the_limit_are_refused_with_the_range(tmp_path: Path) ->
     text = "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 100000}]}}"
     with pytest.raises(ConfigError, match=re.escape("number of replicas must be within [2, 1024], got 100000")):
         with_file(tmp_path, text)
+
+
+def _help_with(formatter: type[argparse.HelpFormatter]) -> str:
+    parser = argparse.ArgumentParser(prog="kubegpu plugin", formatter_class=formatter)
+    effective.add_arguments(parser)
+    return parser.format_help()
+
+
+@pytest.mark.parametrize("columns", ["50", "200", "0", "wide", None], ids=["50", "200", "zero", "nan", "unset"])
+def test_the_plugin_help_is_laid_out_at_the_width_argparse_would_choose(
+    columns: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert _help_with(effective.HelpFormatter) == _help_with(argparse.HelpFormatter)
+
+
+def test_the_plugin_help_follows_the_columns_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "50")
+    narrow = _help_with(effective.HelpFormatter)
+    monkeypatch.setenv("COLUMNS", "200")
+    assert len(narrow.splitlines()) > len(_help_with(effective.HelpFormatter).splitlines())

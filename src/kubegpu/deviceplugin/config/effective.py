@@ -9,9 +9,10 @@ resource patterns), the flag validation at start ("unable to validate flags: …
 and the frozen :class:`Config` with its JSON form.
 
 Reads files only through :func:`load` (the ``--config-file``); everything else is
-pure. Must not declare a flag (that is :mod:`.flags`), discover devices or talk to
-the kubelet: the runtime calls :func:`add_arguments` and :func:`load` and gets a
-frozen :class:`Config`.
+pure, but for what argparse itself does (:class:`HelpFormatter` asks ``$COLUMNS`` or the
+terminal for the help width, as argparse's own formatter does). Must not declare a flag
+(that is :mod:`.flags`), discover devices or talk to the kubelet: the runtime calls
+:func:`add_arguments` and :func:`load` and gets a frozen :class:`Config`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -490,10 +493,37 @@ def load_mps(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
     return config
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help layout at the width argparse would choose, found without ``shutil``.
+
+    argparse sizes a formatter with ``shutil.get_terminal_size()`` and makes one for every
+    ``add_argument``; importing ``shutil`` (and with it bz2, lzma, fnmatch) was part of every plugin start.
+    The width comes from the same sources in the same order: ``$COLUMNS`` when a positive
+    integer, else the terminal on stdout, else 80.
+    """
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        super().__init__(prog, indent_increment, max_help_position, _columns() - 2 if width is None else width)
+
+
+def _columns() -> int:
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):  # no stdout, closed, not a terminal
+        return 80
+
+
 def parser(prog: str = "kubegpu plugin") -> argparse.ArgumentParser:
     """A parser with the plugin's flags and ``--print-config`` (``kubegpu plugin`` uses it)."""
     p = argparse.ArgumentParser(
         prog=prog,
+        formatter_class=HelpFormatter,
         description="The NVIDIA k8s-device-plugin compatible device plugin: advertises GPUs, MIG devices and "
         "shared replicas to the kubelet, keeps their health, answers Allocate and GetPreferredAllocation. "
         "Flags > env vars > --config-file > defaults. SIGHUP re-reads the config and restarts; SIGTERM stops.",

@@ -33,7 +33,7 @@ from kubegpu.common.validation import (
     strict_str,
     tuple_of,
 )
-from kubegpu.placement import policies
+from kubegpu.placement import names as policy_names
 
 DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
 DEVICE_ID_STRATEGIES = ("uuid", "index")
@@ -42,12 +42,12 @@ DISCOVERY_STRATEGIES = ("auto", "nvml", "tegra")
 #: GFD's ``--device-discovery-strategy`` values: the plugin's and ``vfio`` (GPUs bound to vfio-pci).
 GFD_DISCOVERY_STRATEGIES = (*DISCOVERY_STRATEGIES, "vfio")
 #: Policies for replicas and MIG devices (NVIDIA's ``--shared-devices-allocation-policy``).
-SHARED_POLICIES = policies.SHARED_POLICIES
+SHARED_POLICIES = policy_names.SHARED_POLICIES
 #: Policies for whole GPUs, the default first.
-WHOLE_GPU_POLICIES = policies.WHOLE_GPU_POLICIES
-DEFAULT_WHOLE_GPU_POLICY = policies.DEFAULT_WHOLE_GPU_POLICY
+WHOLE_GPU_POLICIES = policy_names.WHOLE_GPU_POLICIES
+DEFAULT_WHOLE_GPU_POLICY = policy_names.DEFAULT_WHOLE_GPU_POLICY
 #: ``--allocation-policy`` values: GPU-level policies and the two replica policies.
-ALLOCATION_POLICIES = (policies.BEST_EFFORT, policies.TOPOLOGY, *policies.SHARED_POLICIES)
+ALLOCATION_POLICIES = (policy_names.BEST_EFFORT, policy_names.TOPOLOGY, *policy_names.SHARED_POLICIES)
 DEFAULT_CDI_SPEC_DIR = "/var/run/cdi"
 DEFAULT_MPS_ROOT_HELM = "/run/nvidia/mps"
 #: Where NVIDIA's chart mounts the MPS root in the plugin, the MPS daemon and client containers (``mps.ContainerRoot``).
@@ -244,7 +244,7 @@ class PluginFlags:
     )  # fmt: skip
     """Where the host driver root is mounted inside the plugin container."""
     shared_devices_allocation_policy: str = flag(
-        policies.DEFAULT_SHARED_POLICY, _STR, "sharedDevicesAllocationPolicy", "--shared-devices-allocation-policy",
+        policy_names.DEFAULT_SHARED_POLICY, _STR, "sharedDevicesAllocationPolicy", "--shared-devices-allocation-policy",
         "SHARED_DEVICES_ALLOCATION_POLICY", "str",
         "distributed | packed: preferred allocation among replicas and MIG devices (default distributed)",
     )  # fmt: skip

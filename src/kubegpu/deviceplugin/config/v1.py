@@ -51,10 +51,17 @@ from kubegpu.deviceplugin.errors import DevicePluginError
 VERSION = "v1"
 
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-_GPU_UUID = re.compile(rf"GPU-{_UUID}")
-_MIG_UUID = re.compile(rf"MIG-{_UUID}|MIG-GPU-{_UUID}/[0-9]+/[0-9]+")
-_GPU_INDEX = re.compile(r"[0-9]+")
-_MIG_INDEX = re.compile(r"[0-9]+:[0-9]+")
+
+
+@functools.cache
+def _device_ref_patterns() -> tuple[re.Pattern[str], ...]:
+    """GPU index, MIG index, GPU UUID, MIG UUID: compiled at the first ``devices`` list, not at every start."""
+    return (
+        re.compile(r"[0-9]+"),
+        re.compile(r"[0-9]+:[0-9]+"),
+        re.compile(rf"GPU-{_UUID}"),
+        re.compile(rf"MIG-{_UUID}|MIG-GPU-{_UUID}/[0-9]+/[0-9]+"),
+    )
 
 
 class ConfigError(DevicePluginError, ValueError):
@@ -140,7 +147,7 @@ def _device_selection(value: Any) -> DeviceSelection:
 
 def is_device_ref(ref: str) -> bool:
     """A GPU index (``0``), MIG index (``0:1``), GPU UUID or MIG UUID (incl. legacy ``MIG-GPU-<uuid>/gi/ci``)."""
-    return any(p.fullmatch(ref) for p in (_GPU_INDEX, _MIG_INDEX, _GPU_UUID, _MIG_UUID))
+    return any(p.fullmatch(ref) for p in _device_ref_patterns())
 
 
 #: kubegpu: more replicas than this per device is a typo (8 GPUs x 100000 = 800,000 devices to advertise).

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from kubegpu.deviceplugin.config.effective import Config
 from kubegpu.deviceplugin.errors import DevicePluginError
-from kubegpu.deviceplugin.rm import responses
+from kubegpu.deviceplugin.rm import response_options
 from kubegpu.gpu.model import Machine
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def imex_channels(channel_ids: Sequence[int], required: bool, view: HostView) ->
     """
     present = []
     for channel in channel_ids:
-        node = responses.imex_channel_node(channel)
+        node = response_options.imex_channel_node(channel)
         if view.exists(node):
             present.append(channel)
         elif required:

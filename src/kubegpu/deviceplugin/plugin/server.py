@@ -22,7 +22,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import grpc
 
@@ -31,7 +31,10 @@ from kubegpu.api.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from kubegpu.deviceplugin.errors import InvalidRequest, PluginServeError
 from kubegpu.deviceplugin.plugin.metrics import PluginMetrics
 from kubegpu.deviceplugin.rm.resources import Resource
-from kubegpu.deviceplugin.rm.responses import ContainerEdits
+
+if TYPE_CHECKING:
+    # The response model is loaded by the first Allocate (through the handler), not by a start.
+    from kubegpu.deviceplugin.rm.responses import ContainerEdits
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +50,7 @@ OPTIONS = api_pb2.DevicePluginOptions(pre_start_required=False, get_preferred_al
 _Response = TypeVar("_Response")
 
 #: Allocate: one list of device IDs per container request in, one set of edits per container out.
-AllocateHandler = Callable[[Sequence[Sequence[str]]], list[ContainerEdits]]
+AllocateHandler = Callable[[Sequence[Sequence[str]]], "list[ContainerEdits]"]
 #: GetPreferredAllocation for one container: (available, must-include, size) -> the chosen IDs.
 PreferredHandler = Callable[[Sequence[str], Sequence[str], int], list[str]]
 

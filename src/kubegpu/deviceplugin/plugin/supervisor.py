@@ -38,7 +38,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -52,7 +52,7 @@ from kubegpu.deviceplugin.plugin.host import HostError, HostView, imex_channels
 from kubegpu.deviceplugin.plugin.metrics import PluginMetrics
 from kubegpu.deviceplugin.plugin.monitor import HealthMonitor
 from kubegpu.deviceplugin.plugin.watcher import Identity, KubeletSocketWatcher
-from kubegpu.deviceplugin.rm import health, mig_caps, preferred, resource_map, responses, xids
+from kubegpu.deviceplugin.rm import health, preferred, resource_map, response_options, xids
 from kubegpu.deviceplugin.rm.resources import Resource
 from kubegpu.gpu import errors as gpu_errors
 from kubegpu.gpu.backend import GpuBackend
@@ -62,6 +62,7 @@ from kubegpu.gpu.model import Machine
 if TYPE_CHECKING:
     from kubegpu.deviceplugin.plugin import pods, publisher
     from kubegpu.deviceplugin.plugin.mpswatch import MpsWatch
+    from kubegpu.deviceplugin.rm import mig_caps, responses
 
 log = logging.getLogger(__name__)
 
@@ -123,18 +124,31 @@ def default_backend(config: Config) -> GpuBackend:
     )
 
 
+def _allocate_all(
+    resource: Resource,
+    requests: Sequence[Sequence[str]],
+    *,
+    options: response_options.ResponseOptions,
+    exists: Callable[[str], bool],
+) -> list[responses.ContainerEdits]:
+    """:func:`.responses.allocate_all`, its module loaded by the first Allocate rather than by the start."""
+    from kubegpu.deviceplugin.rm import responses
+
+    return responses.allocate_all(resource, requests, options, exists=exists)
+
+
 def handlers_for(
     resource: Resource,
     machine: Machine,
     config: Config,
-    options: responses.ResponseOptions,
+    options: response_options.ResponseOptions,
     view: HostView,
     picks: server.Picks | None = None,
 ) -> server.Handlers:
     """Allocate and GetPreferredAllocation of ``resource``, bound to the config (pure functions underneath)."""
     policy = config.flags.plugin.policy_for(shared=not preferred.places_whole_gpus(resource))
     return server.Handlers(
-        allocate=functools.partial(responses.allocate_all, resource, options=options, exists=view.exists),
+        allocate=functools.partial(_allocate_all, resource, options=options, exists=view.exists),
         preferred=preferred.Preferred(resource, machine.topology, policy),
         picks=picks,
     )
@@ -305,7 +319,7 @@ class Supervisor:
                 channels = imex_channels(config.imex.channel_ids, config.imex.required, view)
             except HostError as exc:
                 raise StartupFailed(str(exc)) from exc
-            options = responses.ResponseOptions.from_config(
+            options = response_options.ResponseOptions.from_config(
                 config,
                 imex_channels=channels,
                 cdi_features=self._write_cdi(machine, view, minors, channels),
@@ -392,6 +406,8 @@ class Supervisor:
         """The host's MIG capability minors (NVML), or None for the driver's numbering (simulated machines)."""
         if simulated:
             return None
+        from kubegpu.deviceplugin.rm import mig_caps  # not for simulated machines: they have no /proc of their own
+
         try:
             return mig_caps.read(PROC_ROOT)
         except OSError as exc:
@@ -406,6 +422,7 @@ class Supervisor:
             return ()
         # Imported only here: the spec models cost start time and memory that plugins without CDI need not pay.
         from kubegpu.deviceplugin.cdi import generate, writer
+        from kubegpu.deviceplugin.rm import mig_caps
 
         spec_dir = Path(config.options.cdi_spec_dir)
         try:
@@ -415,7 +432,7 @@ class Supervisor:
             raise StartupFailed(f"cannot write the CDI specs to {spec_dir}: {exc}") from exc
         log.info("wrote CDI specs", extra={"files": [str(p) for p in written]})
         classes = {s.kind.rsplit("/", 1)[1] for s in specs}
-        return tuple(f for f, _ in responses.FEATURES if f in classes)
+        return tuple(f for f, _ in response_options.FEATURES if f in classes)
 
     def _signal_outcome(self, outcome: Outcome) -> Literal["stop", "restart"]:
         return "stop" if outcome == "stop" else "restart"

@@ -51,7 +51,8 @@ class Preferred:
         self.whole_gpus = places_whole_gpus(resource)
         self._index_of = {d.id: d.gpu_index for d in resource.devices}
         self._id_of = {d.gpu_index: d.id for d in resource.devices}
-        self._shared = [placement.SharedDevice(id=d.id, group=d.gpu_uuid) for d in resource.devices]
+        # Built at the first shared pick: the plugin's start does not load the placement policies.
+        self._shared: list[placement.SharedDevice] | None = None
 
     def __call__(self, available: Sequence[str], must_include: Sequence[str], size: int) -> list[str]:
         """Exactly ``size`` IDs: every must-include ID plus the policy's choice among the available.
@@ -79,6 +80,8 @@ class Preferred:
                     self.policy, self.topology, [index_of[i] for i in avail], [index_of[i] for i in must], size
                 )
                 return [self._id_of[i] for i in chosen]
+            if self._shared is None:
+                self._shared = [placement.SharedDevice(id=d.id, group=d.gpu_uuid) for d in resource.devices]
             return placement.pick_shared(self.policy, self._shared, avail, must, size)
         except placement.PlacementError as exc:
             raise _invalid(resource.name, str(exc)) from None

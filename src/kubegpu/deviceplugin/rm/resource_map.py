@@ -23,16 +23,21 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from kubegpu.deviceplugin import naming
 from kubegpu.deviceplugin.config import flags, v1
 from kubegpu.deviceplugin.config.effective import Config
 from kubegpu.deviceplugin.config.v1 import ReplicatedResource
 from kubegpu.deviceplugin.errors import DevicePluginError
-from kubegpu.deviceplugin.rm import devices, mig_caps
+from kubegpu.deviceplugin.rm import devices
 from kubegpu.deviceplugin.rm.devices import Device
 from kubegpu.deviceplugin.rm.resources import Resource
 from kubegpu.gpu.model import Gpu, Machine, MigDevice
+
+if TYPE_CHECKING:
+    # Imported where MIG devices are mapped: a machine without MIG never loads the minor table's parser.
+    from kubegpu.deviceplugin.rm import mig_caps
 
 #: MPS server client limits: 48 from compute capability 7.5 (NVIDIA's "Volta" threshold), else 16.
 MPS_MAX_CLIENTS_NEW = 48
@@ -65,6 +70,8 @@ def mps_max_clients(compute_capability: tuple[int, int]) -> int:
 
 def mig_device(gpu: Gpu, mig: MigDevice, minors: mig_caps.MigMinors) -> Device:
     """The advertised device of a MIG device: its ID is the MIG UUID, its NUMA node the parent's."""
+    from kubegpu.deviceplugin.rm import mig_caps
+
     try:
         paths = mig_caps.mig_device_paths(gpu.minor, mig.gi_id, mig.ci_id, minors)
     except mig_caps.MigCapsError as exc:
@@ -126,7 +133,7 @@ def build(machine: Machine, config: Config, minors: mig_caps.MigMinors | None = 
     """
     warnings: list[str] = []
     try:
-        by_name = _devices_from_resources(machine, config, minors or mig_caps.driver_layout(), warnings)
+        by_name = _devices_from_resources(machine, config, minors, warnings)
     except ResourceMapError as exc:
         raise ResourceMapError(f"error building device map from config.resources: {exc}") from None
     try:
@@ -153,7 +160,7 @@ def _match(patterns: Sequence[v1.ResourcePattern], value: str) -> str | None:
 
 
 def _devices_from_resources(
-    machine: Machine, config: Config, minors: mig_caps.MigMinors, warnings: list[str]
+    machine: Machine, config: Config, minors: mig_caps.MigMinors | None, warnings: list[str]
 ) -> dict[str, list[Device]]:
     strategy = config.flags.mig_strategy
     gpus: dict[str, list[Device]] = {}
@@ -173,6 +180,11 @@ def _devices_from_resources(
     for gpu in machine.gpus:
         if not gpu.mig_enabled:
             continue
+        # The driver's numbering is a table of ~4,000 minors: built only for a machine with MIG devices.
+        if not minors:
+            from kubegpu.deviceplugin.rm import mig_caps
+
+            minors = mig_caps.driver_layout()
         for mig in gpu.mig_devices:
             name = mig_resource_name(mig.profile, config)
             if name is None:

@@ -20,6 +20,9 @@ through the ``exists`` function the caller passes, and the per-call UUID comes
 from ``new_uuid``. Produces :class:`ContainerEdits`; the gRPC server turns them
 into protobuf.
 
+The settings it depends on are a :class:`~.response_options.ResponseOptions` (defined apart, so
+that a plugin's start builds them without loading this module; re-exported here).
+
 Deterministic where NVIDIA is not: with ``--device-id-strategy index`` the
 indices keep the request's first-seen order (NVIDIA's come from a Go map), and
 device specs follow the request order with duplicates dropped (NVIDIA repeats
@@ -34,11 +37,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kubegpu.deviceplugin import naming
-from kubegpu.deviceplugin.config.effective import Config
-from kubegpu.deviceplugin.config.flags import MPS_CONTAINER_ROOT
 from kubegpu.deviceplugin.errors import InvalidRequest
 from kubegpu.deviceplugin.rm import milli
 from kubegpu.deviceplugin.rm.resources import Resource
+from kubegpu.deviceplugin.rm.response_options import FEATURES as FEATURES
+from kubegpu.deviceplugin.rm.response_options import IMEX_CHANNEL_DIR as IMEX_CHANNEL_DIR
+from kubegpu.deviceplugin.rm.response_options import ResponseOptions as ResponseOptions
+from kubegpu.deviceplugin.rm.response_options import imex_channel_node as imex_channel_node
 
 #: The environment variable the NVIDIA container runtime reads.
 VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
@@ -51,10 +56,7 @@ CDI_ANNOTATION_PLUGIN = "nvidia-device-plugin"
 VOLUME_MOUNT_DIR = "/var/run/nvidia-container-devices"
 #: Control nodes passed with ``--pass-device-specs``, in NVIDIA's order, when present.
 CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
-IMEX_CHANNEL_DIR = "/dev/nvidia-caps-imex-channels"
 MPS_PIPE_ENV = "CUDA_MPS_PIPE_DIRECTORY"
-#: Extra CDI classes and the env var each sets when enabled.
-FEATURES = (("gdrcopy", "NVIDIA_GDRCOPY"), ("gds", "NVIDIA_GDS"), ("mofed", "NVIDIA_MOFED"))
 
 
 @dataclass(frozen=True)
@@ -104,10 +106,6 @@ def cdi_name(cdi_class: str, name: str) -> str:
     return f"{CDI_VENDOR}/{cdi_class}={name}"
 
 
-def imex_channel_node(channel: int) -> str:
-    return f"{IMEX_CHANNEL_DIR}/channel{channel}"
-
-
 def mps_pipe_dir(root: str, resource: str) -> str:
     """``<root>/<resource name>/pipe`` (``/mps/nvidia.com/gpu/pipe`` in containers)."""
     return posixpath.join(root, resource, "pipe")
@@ -116,64 +114,6 @@ def mps_pipe_dir(root: str, resource: str) -> str:
 def host_path(dev_root: str, path: str) -> str:
     """``path`` on the host when the host's device nodes live under ``dev_root``."""
     return posixpath.join(dev_root, path.lstrip("/"))
-
-
-@dataclass(frozen=True)
-class ResponseOptions:
-    """The settings response building depends on (from :class:`~kubegpu.deviceplugin.config.effective.Config`).
-
-    ``imex_channels`` are the configured channels whose device nodes exist (the runtime checks at
-    start); ``cdi_features`` the enabled gdrcopy/gds/mofed classes whose CDI spec was not empty.
-    """
-
-    device_list_strategies: tuple[str, ...] = ("envvar",)
-    device_id_strategy: str = "uuid"
-    pass_device_specs: bool = False
-    cdi_annotation_prefix: str = "cdi.k8s.io/"
-    dev_root: str = "/"
-    gdrcopy: bool = False
-    gds: bool = False
-    mofed: bool = False
-    mps_root: str = ""
-    #: Where client containers get the MPS root's pipe directories (NVIDIA: ``/mps``, where its daemon runs them).
-    mps_container_root: str = MPS_CONTAINER_ROOT
-    #: MPS is the node's sharing strategy: fractional (milli) containers get the MPS client limits too.
-    mps: bool = False
-    imex_channels: tuple[int, ...] = ()
-    cdi_features: tuple[str, ...] = ()
-
-    @classmethod
-    def from_config(
-        cls, config: Config, *, imex_channels: Sequence[int] | None = None, cdi_features: Sequence[str] | None = None
-    ) -> ResponseOptions:
-        """Options from the effective config; ``imex_channels`` defaults to every configured channel."""
-        flags = config.flags
-        return cls(
-            device_list_strategies=tuple(flags.plugin.device_list_strategy),
-            device_id_strategy=flags.plugin.device_id_strategy,
-            pass_device_specs=flags.plugin.pass_device_specs,
-            cdi_annotation_prefix=flags.plugin.cdi_annotation_prefix,
-            dev_root=flags.nvidia_dev_root,
-            gdrcopy=flags.gdrcopy_enabled,
-            gds=flags.gds_enabled,
-            mofed=flags.mofed_enabled,
-            mps_root=flags.mps_root,
-            mps_container_root=config.options.mps_container_root,
-            mps=config.sharing_strategy == "mps",
-            imex_channels=tuple(config.imex.channel_ids if imex_channels is None else imex_channels),
-            cdi_features=tuple(cdi_features or ()),
-        )
-
-    @property
-    def any_cdi(self) -> bool:
-        return any(s.startswith("cdi-") for s in self.device_list_strategies)
-
-    @property
-    def only_cdi(self) -> bool:
-        return self.any_cdi and all(s.startswith("cdi-") for s in self.device_list_strategies)
-
-    def feature_enabled(self, feature: str) -> bool:
-        return bool(getattr(self, feature))
 
 
 def check(resource: Resource, device_ids: Sequence[str]) -> None:
