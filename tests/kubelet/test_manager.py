@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from kubegpu.api import constants
 from kubegpu.kubelet.daemon import Daemon
@@ -107,6 +108,17 @@ async def test_a_removed_resource_comes_back_when_its_plugin_registers(
     await start_stub(devs=devices(2), endpoint="two.sock")
     assert await eventually(lambda: capacity(emulator) == (2, 2))
     assert emulator.node.status()["resources"]["example.com/gpu"]["registrations"] == 2  # type: ignore[index]
+
+
+async def test_the_endpoint_reports_when_its_plugin_registered(
+    start_emulator: EmulatorFactory, start_stub: StubFactory
+) -> None:
+    emulator = await start_emulator()
+    before = time.time()
+    await start_stub(devs=devices(2))
+    assert await eventually(lambda: capacity(emulator) == (2, 2))
+    endpoint = emulator.node.status()["resources"]["example.com/gpu"]["endpoint"]  # type: ignore[index]
+    assert before <= endpoint["registered_at"] <= time.time()  # type: ignore[index]
 
 
 async def test_shutdown_disconnects_plugins_and_removes_every_socket(

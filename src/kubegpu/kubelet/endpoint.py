@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -139,6 +140,8 @@ class Endpoint:
         self.options = options
         #: time.monotonic() when the plugin disconnected (or the kubelet restarted); None while live.
         self.stopped_at = stopped_at
+        #: Wall-clock time (time.time()) of the registration this endpoint came from; None for a restored one.
+        self.registered_at: float | None = None if client is None else time.time()
 
     @classmethod
     def restored(cls, resource: str, now: float) -> Endpoint:

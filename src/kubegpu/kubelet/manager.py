@@ -368,6 +368,7 @@ def _endpoint_status(endpoint: Endpoint, now: float) -> dict[str, object]:
         "client": endpoint.client.id if endpoint.client else None,
         "stopped": endpoint.stopped,
         "stopped_for_s": None if endpoint.stopped_at is None else round(now - endpoint.stopped_at, 3),
+        "registered_at": endpoint.registered_at,
         "options": None
         if options is None
         else {
