@@ -41,15 +41,27 @@ def test_shapes_weigh_what_they_ask_of_the_gpus_not_how_many_pods_they_are(
     assert demand_weighted == ((4_000, 0, 0, frozenset()) not in got)  # CPU-only pods ask no GPU: weight 0
 
 
-def test_a_one_gpu_pod_keeps_off_the_last_whole_node_when_whole_node_pods_ask_much_of_the_gpu() -> None:
+def test_weighted_by_gpu_request_breaking_the_last_whole_node_costs_more_than_by_pod_count() -> None:
     state = cluster(node("whole", gpus=8, cpu=96_000), node("used", gpus=8, cpu=96_000))
     state.bind(pod("x", cpu=10_000, gpus=1), 1, [0])
     one = pod("p", cpu=10_000, gpus=1)
     nodes = np.arange(2)
-    ours = LookaheadScore(LookaheadModel.from_pods(BIG_MIX, state.models)).score(state, one, nodes)
-    by_count = LookaheadScore(LookaheadModel.from_pods(BIG_MIX, state.models, demand_weighted=False))
-    old = by_count.score(state, one, nodes)
-    assert ours[1] - ours[0] > old[1] - old[0] >= 0  # breaking the whole node costs 7000 × ½, not 7000 × 1/9
+    by_demand = LookaheadScore(LookaheadModel.from_pods(BIG_MIX, state.models, demand_weighted=True))
+    by_count = LookaheadScore(LookaheadModel.from_pods(BIG_MIX, state.models))  # the default, as FGD
+    demand, count = by_demand.score(state, one, nodes), by_count.score(state, one, nodes)
+    assert demand[1] - demand[0] > count[1] - count[0] >= 0  # breaking the whole node costs 7000 × ½, not 7000 × 1/9
+
+
+def test_with_the_cluster_given_a_one_gpu_pod_keeps_off_the_last_whole_node_the_eight_gpu_pods_need() -> None:
+    nodes_ = [node("whole", gpus=8, cpu=96_000), node("used", gpus=8, cpu=96_000), node("small", gpus=2, cpu=32_000)]
+    state = cluster(*nodes_)
+    state.bind(pod("x", cpu=10_000, gpus=1), 1, [0])
+    one = pod("p", cpu=10_000, gpus=1)
+    with_homes = LookaheadScore(LookaheadModel.from_pods(BIG_MIX, state.models, nodes=state.nodes))
+    without = LookaheadScore(LookaheadModel.from_pods(BIG_MIX, state.models))
+    kept, plain = with_homes.score(state, one, np.arange(2)), without.score(state, one, np.arange(2))
+    # Only 8-GPU nodes hold the 8-GPU pods: the scarcity term charges the break the pod-count measure undervalues.
+    assert kept[1] - kept[0] > plain[1] - plain[0] > 0
 
 
 T4 = frozenset({"T4"})

@@ -131,7 +131,7 @@ def _g3_only() -> tuple[Scarcity, np.ndarray]:
     ],
     ids=["gpu-breaks", "cpu-breaks", "cpu-keeps", "already-broken"],
 )
-def test_a_placement_that_breaks_the_last_home_of_some_pods_pays_for_the_rest_at_the_pressure_beyond_its_share(
+def test_a_placement_that_breaks_the_last_home_of_some_pods_pays_for_the_rest_at_the_pressure_beyond_their_weight(
     placed: str, cpu: int, gpus: int, milli: int, expect: str
 ) -> None:
     scarcity, nodes = _g3_only()
@@ -144,7 +144,7 @@ def test_a_placement_that_breaks_the_last_home_of_some_pods_pays_for_the_rest_at
     got = scarcity.penalty(state, x, nodes)
     assert got[state.index["g0"]] == 0.0  # a G2 node is no home of the 8-GPU pod
     taken = gpus * milli + cpu / scarcity.cpu_per_milli[0]
-    beyond = p - scarcity.share[0]  # 0.5 - 0.125: the fragmentation measure counts the rest at the share
+    beyond = p - scarcity.counted[0]  # 0.5 - 1/57: the fragmentation measure counts the rest at the pods' share
     want = {"whole node": p * taken + beyond * (8000 - taken), "cpu": p * taken, "nothing": 0.0}[expect]
     assert got[g3] == pytest.approx(want)
     if expect != "nothing":
@@ -161,12 +161,38 @@ def test_a_fractional_pod_breaks_a_home_only_on_a_gpu_whose_share_it_takes_below
     nodes = np.array([t0, t0])
     frac = pod("f", cpu=0, gpus=1, milli=600)
     got = scarcity.penalty(state, frac, nodes, free=np.array([1000, 1000]))
-    p, share = scarcity.pressure(state)[0], scarcity.share[0]
-    assert p > share
+    p, counted = scarcity.pressure(state)[0], scarcity.counted[0]
+    assert p > counted
     # 400 left < 500: the node's last 1000 milli for T4 pods are lost, 600 taken and 400 broken
-    assert got.tolist() == pytest.approx([p * 600 + (p - share) * 400] * 2)
+    assert got.tolist() == pytest.approx([p * 600 + (p - counted) * 400] * 2)
     small = pod("s", cpu=0, gpus=1, milli=400)
     assert scarcity.penalty(state, small, nodes[:1], free=np.array([1000])).tolist() == pytest.approx([p * 400])
+
+
+@pytest.mark.parametrize("by_pods", [True, False], ids=["pod-count", "gpu-request"])
+def test_the_break_is_charged_beyond_the_weight_the_fragmentation_measure_already_gives_the_home(by_pods: bool) -> None:
+    state = cluster(*NODES)
+    pods = [pod("big", cpu=120_000, gpus=8), *(pod(f"a{i}", gpus=1) for i in range(56))]
+    scarcity = Scarcity.from_pods(pods, state.nodes, counted_by_pods=by_pods)
+    assert scarcity.share[0] == pytest.approx(8 / 64)  # the 8-GPU pod's share of the GPU request
+    assert scarcity.counted[0] == pytest.approx(1 / 57 if by_pods else 8 / 64)
+
+
+def test_a_one_gpu_pod_bound_to_the_same_nodes_pays_for_breaking_the_whole_node_an_eight_gpu_pod_needs() -> None:
+    state = cluster(*NODES)
+    g3 = frozenset({"G3"})
+    pods = [pod("big", cpu=120_000, gpus=8, models=g3), *(pod(f"s{i}", gpus=1, models=g3) for i in range(4))]
+    pods += [pod(f"a{i}", gpus=1) for i in range(20)]
+    scarcity = Scarcity.from_pods(pods, state.nodes)
+    assert list(zip(scarcity.homes, scarcity.gpus.tolist(), strict=True)) == [
+        (_kinds(scarcity, "G3"), 1),
+        (_kinds(scarcity, "G3"), 8),
+    ]
+    h0 = state.index["h0"]
+    small = pod("s", gpus=1, models=g3)
+    assert scarcity.penalty(state, small, np.array([h0]))[0] > 0  # the last whole G3 node, broken for the 8-GPU pod
+    state.bind(pod("used", gpus=1, models=g3), h0, (0,))
+    assert scarcity.penalty(state, small, np.array([h0]))[0] == 0.0  # already broken: at home, nothing to keep
 
 
 def test_usable_capacity_kept_incrementally_equals_a_fresh_count() -> None:

@@ -23,10 +23,11 @@ What it does, per node n, with G_n free GPU-milli and C_n free CPU milli:
 * F_n — FGD's fragmentation of the node for the target workload, over *all*
   task shapes of the pod list (FGD keeps only the most popular 95 %; the rare
   multi-GPU shapes it drops are the ones that need whole nodes), each shape
-  weighted by its share of the GPU request rather than of the pods (an 8-GPU
-  shape asks eight times the GPU of a 1-GPU one; by pod count a workload
-  whose GPU request is a quarter 8-GPU pods would value an empty 8-GPU node
-  at an eighth of that);
+  weighted by its share of the pods, as FGD (``demand_weighted`` weighs it
+  by its share of the GPU request instead: that protects whole nodes
+  everywhere, and on workloads rich in multi-GPU pods it drowns the measure's
+  sense for the shares fractional pods leave — the whole nodes multi-GPU pods
+  need are the scarcity term's business);
 * S_n = max(0, G_n − C_n / ρ) — GPU-milli the node cannot feed with CPU, where
   ρ is the workload's total CPU request (CPU-only pods included, because they
   too must land somewhere) per GPU-milli requested;
@@ -40,7 +41,9 @@ What it does, per node n, with G_n free GPU-milli and C_n free CPU milli:
   only there (a GPU model constraint, more CPU than most nodes have) will
   need, weighted by how much of it they will need — counted only on nodes
   that can still take those pods, and for a node it breaks for them, the
-  rest of the node at the pressure beyond their share of the GPU request;
+  rest of the node at the pressure beyond the weight F gives their shapes
+  (homes are kinds *and* GPU counts: the 8-GPU pods that need a whole 8-GPU
+  node are a home of their own);
 * the score of a node is ⌊100 · sigmoid(Δ / 1000)⌋ with Δ the drop of
   F_n + S_n plus the weighted gap gain minus the penalty — FGD's coarse scale, whose ties go to
   the node the seeded tie-break ranks first, so near-equal nodes fill one
@@ -102,7 +105,7 @@ class LookaheadModel:
         *,
         horizon: int = DEFAULT_HORIZON,
         gap_weight: float = DEFAULT_GAP_WEIGHT,
-        demand_weighted: bool = True,
+        demand_weighted: bool = False,
         nodes: Sequence[NodeSpec] = (),
     ) -> LookaheadModel:
         gpu_demand = sum(p.total_gpu_milli for p in pods)
@@ -110,8 +113,8 @@ class LookaheadModel:
             raise InvalidSpec("the lookahead policy needs a workload with at least one GPU pod")
         if not (np.isfinite(gap_weight) and gap_weight >= 0):
             raise InvalidSpec(f"gap weight must be a non-negative number, got {gap_weight}")
-        # Shapes weighted by their GPU request: the next GPU-milli to arrive, not the next pod, decides what is a
-        # fragment. Without it (weighted by pod count, as FGD) 8-GPU shapes weigh 1/8 of the GPU they ask.
+        # Shapes weighted by pod count, as FGD (the next pod decides what is a fragment), or with
+        # ``demand_weighted`` by their GPU request (the next GPU-milli: 8-GPU shapes weigh 8 times more).
         target = TargetWorkload.from_pods(
             pods, threshold=1.0, weight=(lambda p: p.total_gpu_milli) if demand_weighted else None
         )
@@ -122,7 +125,7 @@ class LookaheadModel:
             stranding_weight,
             GapTables.from_pods(pods, horizon),
             gap_weight,
-            Scarcity.from_pods(pods, nodes) if nodes else None,
+            Scarcity.from_pods(pods, nodes, counted_by_pods=not demand_weighted) if nodes else None,
         )
 
     def scarce(self, state: ClusterState, pod: PodSpec, nodes: IntArray, free: IntArray | None = None) -> FloatArray:

@@ -47,7 +47,7 @@ class PolicyOptions:
     stranding_weight: float = 1.0
     horizon: int = DEFAULT_HORIZON
     gap_weight: float = DEFAULT_GAP_WEIGHT
-    demand_weighted: bool = True
+    demand_weighted: bool = False
     scarcity: bool = True
 
 
@@ -134,8 +134,8 @@ POLICIES: dict[str, PolicyInfo] = {
     for info in (
         PolicyInfo(
             "lookahead",
-            "ours: FGD's gradient by GPU request, plus GPU a node's CPU cannot feed, shares the next 50 pods cannot"
-            " use and capacity taken from pods that fit only some nodes",
+            "ours: FGD's gradient over all shapes, plus GPU a node's CPU cannot feed, shares the next 50 pods cannot"
+            " use and capacity taken from pods that fit only some nodes or need them whole",
             _lookahead,
         ),
         PolicyInfo(

@@ -7,25 +7,30 @@ nodes; pure arithmetic on the cluster's free GPU-milli.
 
 Nodes of one *kind* (same GPU model, GPU count, CPU and memory capacity) are
 alike to every pod. A GPU pod's *home* is the set of kinds that could hold it
-on an empty node: its GPU model constraint, its GPU count, its CPU and its
+on an empty node — its GPU model constraint, its GPU count, its CPU and its
 memory decide (a ``T4`` pod's home is the T4 kinds; an 8-GPU pod asking 120
-cores is at home only on the 128-core 8-GPU kind). For every home H narrower
-than all GPU kinds, ``s_H`` is the share of the workload's GPU request made by
-pods whose home lies inside H. If the rest of the workload arrives in the
-same mix until the cluster is full, those pods will ask for ``s_H · free_all``
-more GPU-milli against ``free_H`` free on H's nodes; the pressure
-``min(1, s_H · free_all / free_H)`` is the chance that a milli of H taken now
-by a pod that could have gone elsewhere is one those pods will miss. A pod
-whose home is not inside H (CPU-only pods included) pays, on a node of H
-that can still take the least H's pods ask, what it takes of H — its
-GPU-milli plus its CPU counted as the GPU-milli it would feed for H's pods —
-times the pressure, and where the placement leaves that node unable to take
-them, the rest of what the node had free for them times the pressure beyond
-``s_H`` (the fragmentation measure already counts that rest at ``s_H``); the
-highest over the homes counts. Pods at home pay nothing there. Without such pods
-(every GPU pod at home everywhere) every penalty is zero. The pressure moves
-in steps of 1/32 (``PRESSURE_STEPS``) so that a scorer can cache node scores
-per pressure and stay exact.
+cores is at home only on the 128-core 8-GPU kind) — together with its GPU
+count: 8-GPU pods bound to G3 need a whole G3 node, 1-GPU pods bound to G3
+any G3 GPU, so they are two homes and a 1-GPU G3 pod that breaks the last
+whole G3 node takes it from the first. For every home H narrower than all GPU
+kinds, ``s_H`` is the share of the workload's GPU request made by pods whose
+kinds lie inside H's and that ask H's GPU count. If the rest of the workload
+arrives in the same mix until the cluster is full, those pods will ask for
+``s_H · free_all`` more GPU-milli against ``free_H`` free on H's nodes; the
+pressure ``min(1, s_H · free_all / free_H)`` is the chance that a milli of H
+taken now by a pod that could have gone elsewhere is one those pods will
+miss. A pod not of H (CPU-only pods included) pays, on a node of H that can
+still take the least H's pods ask, what it takes of H — its GPU-milli plus
+its CPU counted as the GPU-milli it would feed for H's pods — times the
+pressure, and where the placement leaves that node unable to take them, the
+rest of what the node had free for them times the pressure beyond the weight
+``w_H`` the fragmentation measure gives H's shapes (it already counts that
+rest as their fragment at ``w_H``: their share of the pods when it weighs
+shapes by pod count, as FGD and ``lookahead`` do, ``s_H`` when by GPU
+request); the highest over the homes counts. Pods of H pay nothing there.
+Without such pods (every GPU pod at home everywhere) every penalty is zero.
+The pressure moves in steps of 1/32 (``PRESSURE_STEPS``) so that a scorer can
+cache node scores per pressure and stay exact.
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ class _Tracked:
 
 @dataclass(frozen=True)
 class Scarcity:
-    """Node kinds, the narrow homes of the workload's GPU pods, and each home's share of the GPU request."""
+    """Node kinds, the narrow homes of the workload's GPU pods, each home's share of the GPU request and weight."""
 
     kinds: tuple[Kind, ...]
     kind_of_node: IntArray
@@ -80,11 +85,14 @@ class Scarcity:
     share: FloatArray  # share[j] = GPU request of pods whose home lies inside home j / all GPU request
     cpu_per_milli: FloatArray  # cpu_per_milli[j] = CPU those pods ask per GPU-milli they ask
     need: IntArray  # need[j] = (GPUs, milli per GPU, CPU, memory): the least any of those pods asks of a node
+    gpus: IntArray  # gpus[j] = the GPU count every pod of home j asks
+    counted: FloatArray  # counted[j] = the weight the fragmentation measure gives those pods' shapes
     _pod_homes: dict[tuple[int, int, int, frozenset[str]], frozenset[int]] = field(default_factory=dict, compare=False)
     _usable: dict[int, _Tracked] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_pods(cls, pods: Sequence[PodSpec], nodes: Sequence[NodeSpec]) -> Scarcity:
+    def from_pods(cls, pods: Sequence[PodSpec], nodes: Sequence[NodeSpec], *, counted_by_pods: bool = True) -> Scarcity:
+        """``counted_by_pods``: the fragmentation measure weighs shapes by pod count (else by GPU request)."""
         kinds = sorted({(n.model, n.gpus, n.cpu_milli, n.memory_mib) for n in nodes if n.gpus})
         index = {kind: k for k, kind in enumerate(kinds)}
         kind_of_node = np.array(
@@ -94,19 +102,25 @@ class Scarcity:
         demand = sum(p.total_gpu_milli for p in pods)
         # Pods no node could ever hold ask nothing of any home.
         at_home = [(h, p) for p in pods if p.num_gpu for h in (_home(kinds, p),) if h]
-        homes = sorted({h for h, _ in at_home if h != everywhere}, key=sorted)
+        # A home is a set of kinds and a GPU count: the 8-GPU pods bound to G3 nodes need a whole G3 node, the
+        # 1-GPU ones any G3 GPU, so a 1-GPU pod breaking the last whole G3 node takes it from the first.
+        keys = sorted({(h, p.num_gpu) for h, p in at_home if h != everywhere}, key=lambda k: (sorted(k[0]), k[1]))
+        homes = [h for h, _ in keys]
+        gpus = np.array([n for _, n in keys], dtype=np.int64)
         share = np.zeros(len(homes))
+        counted = np.zeros(len(homes))
         cpu_per_milli = np.zeros(len(homes))
         need = np.zeros((len(homes), 4), dtype=np.int64)
         for j, home in enumerate(homes):
-            inside = [p for h, p in at_home if h <= home]
+            inside = [p for h, p in at_home if h <= home and p.num_gpu == gpus[j]]
             milli = sum(p.total_gpu_milli for p in inside)
             share[j] = milli / demand
+            counted[j] = len(inside) / len(pods) if counted_by_pods else share[j]
             cpu_per_milli[j] = sum(p.cpu_milli for p in inside) / milli
             need[j] = [min(getattr(p, a) for p in inside) for a in ("num_gpu", "gpu_milli", "cpu_milli", "memory_mib")]
         member = np.array([[k in h for k in range(len(kinds))] for h in homes], dtype=np.float64)
         member = member.reshape(len(homes), len(kinds))
-        return cls(tuple(kinds), kind_of_node, tuple(homes), member, share, cpu_per_milli, need)
+        return cls(tuple(kinds), kind_of_node, tuple(homes), member, share, cpu_per_milli, need, gpus, counted)
 
     def home_of(self, pod: PodSpec) -> frozenset[int]:
         """The kinds whose empty node could hold the pod (kept per request)."""
@@ -191,15 +205,18 @@ class Scarcity:
         them anything. Where the placement leaves such a node unable to
         (it breaks the eight free GPUs of a node an 8-GPU pod needs), the
         rest of what the node had free for them is lost too, weighted by the
-        pressure beyond the home's share of the GPU request: at that share
-        the fragmentation measure already counts it. ``free``,
+        pressure beyond the weight the fragmentation measure gives the home's
+        shapes: at that weight it already counts it. ``free``,
         for a fractional pod, is the free milli of the GPU it would take on
         each given node (``nodes`` may then repeat a node, one row per GPU).
         """
         if not self.homes or not len(nodes):
             return np.zeros(len(nodes))
         home = self.home_of(pod) if pod.num_gpu else frozenset(range(len(self.kinds)))
-        elsewhere = np.array([not home <= h for h in self.homes], dtype=np.float64)
+        elsewhere = np.array(
+            [not (home <= h and n == pod.num_gpu) for h, n in zip(self.homes, self.gpus, strict=True)],
+            dtype=np.float64,
+        )
         weight = self.pressure(state) * elsewhere
         if not weight.any():
             return np.zeros(len(nodes))
@@ -216,10 +233,10 @@ class Scarcity:
         still &= (state.memory_free[nodes] - pod.memory_mib)[:, None] >= need[:, 3][None, :]
         taken = pod.total_gpu_milli + pod.cpu_milli / np.maximum(self.cpu_per_milli, 1e-9)
         # Breaking the node for the home loses it the rest of what the node had free for the home's pods. The
-        # fragmentation measure already counts that rest as a fragment for those pods' shapes at their share of
-        # the GPU request (s); what it misses is the pressure beyond that share.
+        # fragmentation measure already counts that rest as a fragment for those pods' shapes at the weight it
+        # gives them (their share of the pods); what it misses is the pressure beyond that weight.
         broken = np.where(still, 0.0, np.maximum(before - taken[None, :], 0.0))
-        beyond = np.maximum(weight - self.share, 0.0)
+        beyond = np.maximum(weight - self.counted, 0.0)
         loss = np.where(before > 0, taken[None, :] * weight[None, :] + broken * beyond[None, :], 0.0)
         out: FloatArray = loss.max(axis=1)
         return out
