@@ -9,7 +9,8 @@ generation looks for), the machine's canonical JSON
 (``kubegpu.gpu.profiles.export_json``, the simulated backend's own truth),
 a sysfs tree with NUMA nodes, PCI classes and config spaces and the DMI product name, and the
 control directory — and writing control-journal lines. Must not fake anything
-above the C library: the code under test talks to the library through pynvml.
+above the C library: the code under test talks to the library through its own ctypes binding
+(``kubegpu.gpu.nvml.binding``), the fake's own tests through nvidia-ml-py.
 
 Control journal (``$KUBEGPU_FAKE_NVML_CONTROL/events``, one line each, appended):
 ``xid GPU XID [GI CI]``, ``ecc-sbe GPU``, ``ecc-dbe GPU``, ``lost GPU``,

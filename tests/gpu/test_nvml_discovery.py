@@ -6,11 +6,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import pynvml
 import pytest
 
 from kubegpu.gpu import profiles
 from kubegpu.gpu.model import Machine, MigDevice
+from kubegpu.gpu.nvml import binding
 from kubegpu.gpu.simulated import SimulatedBackend
 from tests.fake_nvml import harness
 from tests.fake_nvml.harness import OpenMachine
@@ -152,17 +152,19 @@ def test_a_driver_without_the_versioned_profile_calls_is_read_with_the_unversion
 ) -> None:
     _, backend = nvml_machine("a100-mig")
     backend.discover()  # NVML started with every entry point
-    lookup = pynvml._nvmlGetFunctionPointer
+    real = binding.loaded()
     refused: list[str] = []
 
-    def older_driver(name: str) -> Any:
-        # What nvidia-ml-py answers when libnvidia-ml.so.1 lacks the symbol.
-        if name.endswith("ProfileInfoV"):
-            refused.append(name)
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
-        return lookup(name)
+    class OlderDriver:
+        """The same libnvidia-ml.so.1 without the versioned profile entry points (drivers before 470)."""
 
-    monkeypatch.setattr(pynvml, "_nvmlGetFunctionPointer", older_driver)
+        def __getattr__(self, name: str) -> Any:
+            if name.endswith("ProfileInfoV"):
+                refused.append(name)
+                raise AttributeError(name)  # what ctypes raises for a symbol the library lacks
+            return getattr(real, name)
+
+    monkeypatch.setattr(binding, "_library", OlderDriver())
     got = backend.discover()
     assert [d.profile for d in got.mig_devices()] == [
         d.profile for d in SimulatedBackend("a100-mig").discover().mig_devices()

@@ -6,9 +6,8 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator
 
-import pynvml
-
 from kubegpu.gpu.backend import HealthEvent, HealthEventKind
+from kubegpu.gpu.nvml import binding, decode
 from tests.fake_nvml import harness
 from tests.fake_nvml.harness import OpenMachine
 from tests.polling import eventually
@@ -163,9 +162,9 @@ async def test_close_stops_the_watcher_quickly(nvml_machine: OpenMachine) -> Non
 
 def _nvml_shut_down() -> bool:
     try:
-        pynvml.nvmlDeviceGetCount()
-    except pynvml.NVMLError_Uninitialized:
-        return True
+        binding.nvmlDeviceGetCount()
+    except binding.NvmlError as exc:
+        return exc.code == decode.ERROR_UNINITIALIZED
     return False
 
 

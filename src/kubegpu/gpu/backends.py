@@ -2,7 +2,7 @@
 
 Owns the one function daemons call to get their :class:`~kubegpu.gpu.backend.GpuBackend`,
 and the one oneshot commands call to read the machine once. Imports the NVML backend
-lazily so simulated runs never load ``pynvml``.
+lazily so simulated runs never load the NVML binding.
 """
 
 from __future__ import annotations

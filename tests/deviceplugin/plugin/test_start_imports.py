@@ -54,9 +54,9 @@ NOT_ON_THE_START_PATH = (
     "kubegpu.deviceplugin.rm.responses",  # the first Allocate loads it; a start builds only its ResponseOptions
 )
 
-#: Further modules a start on a simulated machine must not import (the NVML backend needs them).
+#: Further modules a start on a simulated machine must not import (an NVML start may need some).
 NOT_ON_A_SIMULATED_START = (
-    "shutil",  # argparse sizes help with it; the plugin's parser finds the width itself (pynvml imports it)
+    "shutil",  # argparse sizes help with it; the plugin's parser finds the width itself
     "bz2",
     "lzma",
     "kubegpu.deviceplugin.rm.mig_caps",  # the host's MIG minors (NVML); simulated MIG uses the driver's numbering
@@ -96,9 +96,10 @@ def test_a_start_on_nvml_imports_nothing_registration_does_not_need(tmp_path: Pa
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBEGPU_FAKE_NVML") and k != "LD_LIBRARY_PATH"}
     env.update(fake.env, KUBEGPU_SYSFS_ROOT=str(fake.sysfs_root), LD_LIBRARY_PATH=str(fake.library_dir))
     modules = imported_by_a_start([], machine=None, env=env)
-    assert loaded(modules, "kubegpu.gpu.nvml") and "pynvml" in modules
-    # pynvml imports ctypes.util (and through it tempfile) at its top
-    nvml_path = [n for n in NOT_ON_THE_START_PATH if n not in ("kubegpu.gpu.nvml", "pynvml", "ctypes.util", "tempfile")]
+    assert loaded(modules, "kubegpu.gpu.nvml.binding")
+    # kubegpu's own binding: not nvidia-ml-py, nor the ctypes.util, tempfile, shutil, bz2 and lzma it imports
+    needed = ("kubegpu.gpu.nvml", "kubegpu.deviceplugin.rm.mig_caps")  # the host's MIG minors come from NVML
+    nvml_path = [n for n in NOT_ON_THE_START_PATH + NOT_ON_A_SIMULATED_START if n not in needed]
     assert [name for name in nvml_path if loaded(modules, name)] == []
     assert "kubegpu.gpu.profiles" not in modules  # no machine profile on a real node
 

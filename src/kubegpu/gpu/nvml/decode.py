@@ -5,7 +5,7 @@ go-nvlib spells them (from GPU/compute-instance profile ids and memory sizes),
 PCIe common-ancestor levels, CUDA driver versions, CUDA cores per SM, PCI bus
 id spellings (NVML and sysfs), sysfs text, NVSwitch fabric grouping, NVLink fabric info, the vGPU record of
 the PCI config space, event
-masks and where ``libnvidia-ml.so.1`` is looked for. Must not import pynvml or
+masks and where ``libnvidia-ml.so.1`` is looked for. Must not call NVML or
 do I/O (no files, clocks or threads): every function here is a table or a
 calculation, tested with tables and properties.
 """
@@ -30,6 +30,7 @@ ERROR_INVALID_ARGUMENT = 2
 ERROR_NOT_SUPPORTED = 3
 ERROR_NO_PERMISSION = 4
 ERROR_NOT_FOUND = 6
+ERROR_INSUFFICIENT_SIZE = 7
 ERROR_DRIVER_NOT_LOADED = 9
 ERROR_TIMEOUT = 10
 ERROR_LIBRARY_NOT_FOUND = 12

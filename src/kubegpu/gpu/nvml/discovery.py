@@ -17,7 +17,6 @@ start NVML (that is :mod:`.library`) and must not watch events or sample.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -26,11 +25,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pynvml
-
 from kubegpu.gpu import errors
 from kubegpu.gpu.model import Fabric, Gpu, Machine, MigDevice, PcieLink, Topology
-from kubegpu.gpu.nvml import decode
+from kubegpu.gpu.nvml import binding, decode
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +53,7 @@ class Inventory:
 
 
 def text(value: Any) -> str:
-    """pynvml returns str or bytes depending on the field; we want str."""
+    """A string NVML gave, as str (bytes are decoded)."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -64,16 +61,16 @@ def _call(what: str, fn: Callable[..., T], *args: Any) -> T:
     """Call NVML; an error becomes NvmlUnavailable naming what was being read."""
     try:
         return fn(*args)
-    except pynvml.NVMLError as exc:
-        raise errors.NvmlUnavailable(f"NVML: reading {what} failed: {exc}", code=exc.value) from None
+    except binding.NvmlError as exc:
+        raise errors.NvmlUnavailable(f"NVML: reading {what} failed: {exc}", code=exc.code) from None
 
 
 def _optional(fn: Callable[..., T], *args: Any) -> T | None:
     """Call NVML for a value some GPUs or drivers lack; those errors become None."""
     try:
         return fn(*args)
-    except pynvml.NVMLError as exc:
-        if exc.value in (decode.ERROR_NOT_SUPPORTED, decode.ERROR_FUNCTION_NOT_FOUND, decode.ERROR_INVALID_ARGUMENT):
+    except binding.NvmlError as exc:
+        if exc.code in (decode.ERROR_NOT_SUPPORTED, decode.ERROR_FUNCTION_NOT_FOUND, decode.ERROR_INVALID_ARGUMENT):
             return None
         raise
 
@@ -102,10 +99,10 @@ def _offered(what: str, query: Callable[[int], Any], count: int) -> dict[int, tu
     for enum in range(count):
         try:
             info = query(enum)
-        except pynvml.NVMLError as exc:
-            if exc.value in (decode.ERROR_NOT_SUPPORTED, decode.ERROR_INVALID_ARGUMENT):
+        except binding.NvmlError as exc:
+            if exc.code in (decode.ERROR_NOT_SUPPORTED, decode.ERROR_INVALID_ARGUMENT):
                 continue
-            raise errors.NvmlUnavailable(f"NVML: reading {what} {enum} failed: {exc}", code=exc.value) from None
+            raise errors.NvmlUnavailable(f"NVML: reading {what} {enum} failed: {exc}", code=exc.code) from None
         offered.setdefault(int(info.id), (enum, info))
     return offered
 
@@ -122,23 +119,23 @@ def _profile(what: str, offered: dict[int, tuple[int, Any]], profile_id: int) ->
 def _gpu_instance_profile(handle: Any, enum: int) -> Any:
     """A GPU-instance profile of a GPU: the versioned call, or the unversioned one on drivers without it."""
     try:
-        return pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, enum, 2)
-    except pynvml.NVMLError as exc:
-        if exc.value != decode.ERROR_FUNCTION_NOT_FOUND:
+        return binding.nvmlDeviceGetGpuInstanceProfileInfoV(handle, enum)
+    except binding.NvmlError as exc:
+        if exc.code != decode.ERROR_FUNCTION_NOT_FOUND:
             raise
-        return pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, enum, 1)
+        return binding.nvmlDeviceGetGpuInstanceProfileInfo(handle, enum)
 
 
 def _compute_instance_profile(gi: Any, enum: int) -> Any:
     """A compute-instance profile of a GPU instance, with the engines shared (the one engine profile NVML has);
     the versioned call, or the unversioned one on drivers without it."""
-    shared = pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+    shared = binding.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
     try:
-        return pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, enum, shared, 2)
-    except pynvml.NVMLError as exc:
-        if exc.value != decode.ERROR_FUNCTION_NOT_FOUND:
+        return binding.nvmlGpuInstanceGetComputeInstanceProfileInfoV(gi, enum, shared)
+    except binding.NvmlError as exc:
+        if exc.code != decode.ERROR_FUNCTION_NOT_FOUND:
             raise
-        return pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, enum, shared, 1)
+        return binding.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, enum, shared)
 
 
 def _mig_devices(gpu_index: int, parent_uuid: str, handle: Any, memory_bytes: int) -> list[tuple[MigDevice, Any]]:
@@ -146,29 +143,29 @@ def _mig_devices(gpu_index: int, parent_uuid: str, handle: Any, memory_bytes: in
     out: list[tuple[MigDevice, Any]] = []
     gi_profiles: dict[int, tuple[int, Any]] | None = None  # read once per GPU, on its first MIG device
     ci_profiles: dict[int, dict[int, tuple[int, Any]]] = {}  # by GPU-instance profile id
-    count = _call(f"{where} MIG device count", pynvml.nvmlDeviceGetMaxMigDeviceCount, handle)
+    count = _call(f"{where} MIG device count", binding.nvmlDeviceGetMaxMigDeviceCount, handle)
     for j in range(count):
         try:
-            mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, j)
-        except pynvml.NVMLError as exc:
-            if exc.value == decode.ERROR_NOT_FOUND:  # an empty slot
+            mig = binding.nvmlDeviceGetMigDeviceHandleByIndex(handle, j)
+        except binding.NvmlError as exc:
+            if exc.code == decode.ERROR_NOT_FOUND:  # an empty slot
                 continue
             message = f"NVML: reading {where} MIG device {j} failed: {exc}"
-            raise errors.NvmlUnavailable(message, code=exc.value) from None
+            raise errors.NvmlUnavailable(message, code=exc.code) from None
         what = f"{where} MIG device {j}"
-        uuid = text(_call(f"{what} UUID", pynvml.nvmlDeviceGetUUID, mig))
-        attrs = _call(f"{what} attributes", pynvml.nvmlDeviceGetAttributes, mig)
-        gi_id = _call(f"{what} GPU instance id", pynvml.nvmlDeviceGetGpuInstanceId, mig)
-        ci_id = _call(f"{what} compute instance id", pynvml.nvmlDeviceGetComputeInstanceId, mig)
-        gi = _call(f"{what} GPU instance", pynvml.nvmlDeviceGetGpuInstanceById, handle, gi_id)
-        gi_info = _call(f"{what} GPU instance info", pynvml.nvmlGpuInstanceGetInfo, gi)
-        ci = _call(f"{what} compute instance", pynvml.nvmlGpuInstanceGetComputeInstanceById, gi, ci_id)
-        ci_info = _call(f"{what} compute instance info", pynvml.nvmlComputeInstanceGetInfo, ci)
+        uuid = text(_call(f"{what} UUID", binding.nvmlDeviceGetUUID, mig))
+        attrs = _call(f"{what} attributes", binding.nvmlDeviceGetAttributes, mig)
+        gi_id = _call(f"{what} GPU instance id", binding.nvmlDeviceGetGpuInstanceId, mig)
+        ci_id = _call(f"{what} compute instance id", binding.nvmlDeviceGetComputeInstanceId, mig)
+        gi = _call(f"{what} GPU instance", binding.nvmlDeviceGetGpuInstanceById, handle, gi_id)
+        gi_info = _call(f"{what} GPU instance info", binding.nvmlGpuInstanceGetInfo, gi)
+        ci = _call(f"{what} compute instance", binding.nvmlGpuInstanceGetComputeInstanceById, gi, ci_id)
+        ci_info = _call(f"{what} compute instance info", binding.nvmlComputeInstanceGetInfo, ci)
         if gi_profiles is None:
             gi_profiles = _offered(
                 f"{where} GPU instance profile",
                 partial(_gpu_instance_profile, handle),
-                pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT,
+                binding.GPU_INSTANCE_PROFILE_COUNT,
             )
         gi_enum, gi_profile = _profile(f"{what} GPU instance", gi_profiles, int(gi_info.profileId))
         # What a GPU instance offers depends only on its profile: walked once per profile and GPU.
@@ -176,7 +173,7 @@ def _mig_devices(gpu_index: int, parent_uuid: str, handle: Any, memory_bytes: in
             ci_profiles[int(gi_info.profileId)] = _offered(
                 f"{what} compute instance profile",
                 partial(_compute_instance_profile, gi),
-                pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT,
+                binding.COMPUTE_INSTANCE_PROFILE_COUNT,
             )
         ci_enum, _ = _profile(f"{what} compute instance", ci_profiles[int(gi_info.profileId)], int(ci_info.profileId))
         try:
@@ -208,44 +205,44 @@ def _mig_devices(gpu_index: int, parent_uuid: str, handle: Any, memory_bytes: in
 def _nvlinks(gpu_index: int, handle: Any) -> list[tuple[int, str, int | None]]:
     """Active links as (link number, remote PCI bus id, remote device type or None when NVML cannot say)."""
     links: list[tuple[int, str, int | None]] = []
-    for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
+    for link in range(binding.NVLINK_MAX_LINKS):
         try:
-            active = pynvml.nvmlDeviceGetNvLinkState(handle, link)
-        except pynvml.NVMLError as exc:
+            active = binding.nvmlDeviceGetNvLinkState(handle, link)
+        except binding.NvmlError as exc:
             # NOT_SUPPORTED: no NVLink at all; INVALID_ARGUMENT: past the GPU's last link.
-            if exc.value not in (decode.ERROR_NOT_SUPPORTED, decode.ERROR_INVALID_ARGUMENT):
+            if exc.code not in (decode.ERROR_NOT_SUPPORTED, decode.ERROR_INVALID_ARGUMENT):
                 log.warning("nvlink state unreadable", extra={"gpu": gpu_index, "link": link, "error": str(exc)})
             break
         if not active:
             continue
         what = f"GPU {gpu_index} NVLink {link} remote PCI info"
-        remote = _call(what, pynvml.nvmlDeviceGetNvLinkRemotePciInfo, handle, link)
-        kind = _optional(pynvml.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link)
+        remote = _call(what, binding.nvmlDeviceGetNvLinkRemotePciInfo, handle, link)
+        kind = _optional(binding.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link)
         links.append((link, decode.nvml_bus_id(text(remote.busId)), kind))
     return links
 
 
 def _gpu(index: int, handle: Any, sysfs_root: Path) -> tuple[Gpu, list[tuple[MigDevice, Any]]]:
     where = f"GPU {index}"
-    uuid = text(_call(f"{where} UUID", pynvml.nvmlDeviceGetUUID, handle))
-    memory_bytes = int(_call(f"{where} memory", pynvml.nvmlDeviceGetMemoryInfo, handle).total)
-    bus_id = decode.nvml_bus_id(text(_call(f"{where} PCI info", pynvml.nvmlDeviceGetPciInfo, handle).busId))
-    cc = _call(f"{where} compute capability", pynvml.nvmlDeviceGetCudaComputeCapability, handle)
+    uuid = text(_call(f"{where} UUID", binding.nvmlDeviceGetUUID, handle))
+    memory_bytes = int(_call(f"{where} memory", binding.nvmlDeviceGetMemoryInfo, handle).total)
+    bus_id = decode.nvml_bus_id(text(_call(f"{where} PCI info", binding.nvmlDeviceGetPciInfo, handle).busId))
+    cc = _call(f"{where} compute capability", binding.nvmlDeviceGetCudaComputeCapability, handle)
     compute_capability = (int(cc[0]), int(cc[1]))
-    mig_mode = _optional(pynvml.nvmlDeviceGetMigMode, handle)
-    mig_enabled = mig_mode is not None and int(mig_mode[0]) == pynvml.NVML_DEVICE_MIG_ENABLE
-    cores = _optional(pynvml.nvmlDeviceGetNumGpuCores, handle)
+    mig_mode = _optional(binding.nvmlDeviceGetMigMode, handle)
+    mig_enabled = mig_mode is not None and int(mig_mode[0]) == binding.DEVICE_MIG_ENABLE
+    cores = _optional(binding.nvmlDeviceGetNumGpuCores, handle)
     per_sm = decode.cores_per_sm(compute_capability)
-    limit_mw = _optional(pynvml.nvmlDeviceGetPowerManagementLimit, handle)
+    limit_mw = _optional(binding.nvmlDeviceGetPowerManagementLimit, handle)
     sysfs_dir = sysfs_root / "bus" / "pci" / "devices" / decode.sysfs_pci_name(bus_id)
     numa_text = _sysfs(sysfs_dir / "numa_node")
     class_text = _sysfs(sysfs_dir / "class")
     migs = _mig_devices(index, uuid, handle, memory_bytes) if mig_enabled else []
     gpu = Gpu(
         index=index,
-        minor=int(_call(f"{where} minor number", pynvml.nvmlDeviceGetMinorNumber, handle)),
+        minor=int(_call(f"{where} minor number", binding.nvmlDeviceGetMinorNumber, handle)),
         uuid=uuid,
-        product_name=text(_call(f"{where} name", pynvml.nvmlDeviceGetName, handle)),
+        product_name=text(_call(f"{where} name", binding.nvmlDeviceGetName, handle)),
         memory_mib=memory_bytes // _MIB,
         pci_bus_id=bus_id,
         numa_node=None if numa_text is None else decode.numa_node(numa_text),
@@ -254,13 +251,13 @@ def _gpu(index: int, handle: Any, sysfs_root: Path) -> tuple[Gpu, list[tuple[Mig
         mig_enabled=mig_enabled,
         mig_devices=tuple(d for d, _ in migs),
         power_limit_w=0.0 if limit_mw is None else limit_mw / 1000.0,
-        max_sm_clock_mhz=int(_optional(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM) or 0),
-        max_mem_clock_mhz=int(_optional(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_MEM) or 0),
+        max_sm_clock_mhz=int(_optional(binding.nvmlDeviceGetMaxClockInfo, handle, binding.CLOCK_SM) or 0),
+        max_mem_clock_mhz=int(_optional(binding.nvmlDeviceGetMaxClockInfo, handle, binding.CLOCK_MEM) or 0),
         multiprocessors=0 if cores is None or per_sm is None else int(cores) // per_sm,
         # GPU feature discovery reads the class from sysfs too; a GPU is a 3D controller unless it says otherwise.
         pci_class=(decode.pci_class(class_text) if class_text is not None else None) or 0x0302,
-        serial=text(_optional(pynvml.nvmlDeviceGetSerial, handle) or ""),
-        vbios_version=text(_optional(pynvml.nvmlDeviceGetVbiosVersion, handle) or ""),
+        serial=text(_optional(binding.nvmlDeviceGetSerial, handle) or ""),
+        vbios_version=text(_optional(binding.nvmlDeviceGetVbiosVersion, handle) or ""),
         fabric=_fabric(handle),
         # GPU feature discovery reads vGPUs from the PCI config space, not NVML: so do we.
         vgpu=decode.vgpu_host(_sysfs_bytes(sysfs_dir / "config")),
@@ -271,8 +268,8 @@ def _gpu(index: int, handle: Any, sysfs_root: Path) -> tuple[Gpu, list[tuple[Mig
 def _fabric(handle: Any) -> Fabric | None:
     """The NVLink fabric the GPU is registered with (``nvmlDeviceGetGpuFabricInfo``); None where there is none
     or the driver lacks the call."""
-    info = pynvml.c_nvmlGpuFabricInfo_t()
-    if _optional(pynvml.nvmlDeviceGetGpuFabricInfo, handle, ctypes.byref(info)) is None:
+    info = _optional(binding.nvmlDeviceGetGpuFabricInfo, handle)
+    if info is None:
         return None
     return decode.fabric(bytes(info.clusterUuid), int(info.status), int(info.cliqueId), int(info.state))
 
@@ -283,9 +280,9 @@ def _pcie(handles: tuple[Any, ...]) -> tuple[tuple[PcieLink | None, ...], ...]:
     for i in range(n):
         for j in range(i + 1, n):
             try:
-                level = pynvml.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j])
+                level = binding.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j])
                 link = decode.pcie_link(int(level))
-            except (pynvml.NVMLError, ValueError) as exc:
+            except (binding.NvmlError, ValueError) as exc:
                 # Without an answer the pair is treated as the farthest apart, as scoring does for unknown links.
                 log.warning("pcie relationship unknown", extra={"gpu": i, "peer": j, "error": str(exc)})
                 link = PcieLink.CROSS_CPU
@@ -299,10 +296,10 @@ def discover(library: str, sysfs_root: Path) -> Inventory:
     Raises :class:`~kubegpu.gpu.errors.NvmlUnavailable` when NVML reports no GPUs
     or a GPU cannot be read (the message names the GPU and what was being read).
     """
-    count = _call("the GPU count", pynvml.nvmlDeviceGetCount)
+    count = _call("the GPU count", binding.nvmlDeviceGetCount)
     if count == 0:
         raise errors.NvmlUnavailable(f"NVML found no GPUs (library {library})")
-    handles = tuple(_call(f"GPU {i} handle", pynvml.nvmlDeviceGetHandleByIndex, i) for i in range(count))
+    handles = tuple(_call(f"GPU {i} handle", binding.nvmlDeviceGetHandleByIndex, i) for i in range(count))
     gpus: list[Gpu] = []
     mig_handles: dict[str, Any] = {}
     for i, handle in enumerate(handles):
@@ -344,9 +341,9 @@ def discover(library: str, sysfs_root: Path) -> Inventory:
             description=_describe(gpus),
             gpus=tuple(gpus),
             topology=topology,
-            driver_version=text(_call("the driver version", pynvml.nvmlSystemGetDriverVersion)),
+            driver_version=text(_call("the driver version", binding.nvmlSystemGetDriverVersion)),
             cuda_driver_version=decode.cuda_version(
-                int(_call("the CUDA driver version", pynvml.nvmlSystemGetCudaDriverVersion))
+                int(_call("the CUDA driver version", binding.nvmlSystemGetCudaDriverVersion))
             ),
             machine_type=_machine_type(sysfs_root),
         )

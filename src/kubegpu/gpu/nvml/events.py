@@ -26,10 +26,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import pynvml
-
 from kubegpu.gpu.backend import HealthEvent, HealthEventKind
-from kubegpu.gpu.nvml import decode
+from kubegpu.gpu.nvml import binding, decode
 
 log = logging.getLogger(__name__)
 
@@ -141,9 +139,9 @@ class EventWatcher:
     def _is_lost(self, handle: Any) -> bool:
         """Probe a GPU with a reading that must touch the hardware."""
         try:
-            pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)
-        except pynvml.NVMLError as exc:
-            return bool(exc.value == decode.ERROR_GPU_IS_LOST)
+            binding.nvmlDeviceGetTemperature(handle, binding.TEMPERATURE_GPU)
+        except binding.NvmlError as exc:
+            return bool(exc.code == decode.ERROR_GPU_IS_LOST)
         return False
 
     def _newly_lost(self) -> list[str]:
@@ -162,26 +160,26 @@ class EventWatcher:
         """A new event set with every GPU registered that is neither known lost nor in ``skip``
         (masked by supported events), and the conditions found on the way, for the caller to
         publish once the set is in use."""
-        event_set = pynvml.nvmlEventSetCreate()
+        event_set = binding.nvmlEventSetCreate()
         found: list[HealthEvent] = []
         for uuid, handle in self._gpus:
             if uuid in self._lost or uuid in skip:
                 continue
             try:
-                supported = pynvml.nvmlDeviceGetSupportedEventTypes(handle)
+                supported = binding.nvmlDeviceGetSupportedEventTypes(handle)
                 mask = int(supported) & decode.HEALTH_EVENTS
                 if mask == 0:
                     log.warning("gpu supports no health events", extra={"gpu": uuid})
                     continue
-                pynvml.nvmlDeviceRegisterEvents(handle, mask, event_set)
-            except pynvml.NVMLError as exc:
-                if exc.value == decode.ERROR_NOT_SUPPORTED:
+                binding.nvmlDeviceRegisterEvents(handle, mask, event_set)
+            except binding.NvmlError as exc:
+                if exc.code == decode.ERROR_NOT_SUPPORTED:
                     # NVIDIA's plugin: too old to support health checking; the device stays healthy.
                     log.warning("gpu too old for health events", extra={"gpu": uuid, "error": str(exc)})
-                elif exc.value == decode.ERROR_GPU_IS_LOST:
+                elif exc.code == decode.ERROR_GPU_IS_LOST:
                     found.append(self._lost_event(uuid))
                 elif uuid not in self._unwatched:
-                    message = f"NVML: cannot watch health events: {exc} (NVML error {exc.value})"
+                    message = f"NVML: cannot watch health events: {exc} (NVML error {exc.code})"
                     found.append(HealthEvent(HealthEventKind.WAIT_ERROR, uuid, message=message))
         return event_set, found
 
@@ -205,8 +203,8 @@ class EventWatcher:
         if event_set is None:
             return
         try:
-            pynvml.nvmlEventSetFree(event_set)
-        except pynvml.NVMLError as exc:
+            binding.nvmlEventSetFree(event_set)
+        except binding.NvmlError as exc:
             log.debug("event set free failed", extra={"error": str(exc)})
 
     def _to_event(self, data: Any) -> HealthEvent | None:
@@ -216,8 +214,8 @@ class EventWatcher:
         uuid = self._by_handle.get(handle_key(data.device))
         if uuid is None:
             try:
-                uuid = pynvml.nvmlDeviceGetUUID(data.device)
-            except pynvml.NVMLError as exc:
+                uuid = binding.nvmlDeviceGetUUID(data.device)
+            except binding.NvmlError as exc:
                 # NVIDIA's plugin: when the event's device cannot be named, every device is suspect.
                 return HealthEvent(HealthEventKind.WAIT_ERROR, None, message=f"NVML: event from an unknown GPU: {exc}")
             uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
@@ -247,12 +245,12 @@ class EventWatcher:
                             self._publish(event)
                     finally:
                         self._armed.set()
-                data = pynvml.nvmlEventSetWait(event_set, self._wait_ms)
-            except pynvml.NVMLError as exc:
-                if exc.value == decode.ERROR_TIMEOUT:
+                data = binding.nvmlEventSetWait(event_set, self._wait_ms)
+            except binding.NvmlError as exc:
+                if exc.code == decode.ERROR_TIMEOUT:
                     backoff = BACKOFF_MIN_S
                     continue
-                if exc.value == decode.ERROR_GPU_IS_LOST and event_set is not None:
+                if exc.code == decode.ERROR_GPU_IS_LOST and event_set is not None:
                     try:
                         lost = self._newly_lost()
                         if lost:
@@ -265,7 +263,7 @@ class EventWatcher:
                         backoff = min(backoff * 2, BACKOFF_MAX_S)
                         continue
                 # Like NVIDIA's plugin: every device is suspect, and the same set is waited on again.
-                message = f"NVML: waiting for events failed: {exc} (NVML error {exc.value})"
+                message = f"NVML: waiting for events failed: {exc} (NVML error {exc.code})"
                 self._publish(HealthEvent(HealthEventKind.WAIT_ERROR, None, message=message))
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)

@@ -1,14 +1,14 @@
-"""Finding, loading and starting NVML (``libnvidia-ml.so.1``) through nvidia-ml-py.
+"""Finding, loading and starting NVML (``libnvidia-ml.so.1``).
 
 Owns where the library is looked for (the container driver root's library
 directories, then the driver root's, then the default loader path, as NVIDIA's
-plugin does), handing the found file to pynvml, ``nvmlInitWithFlags`` and
+plugin does), handing the loaded file to :mod:`.binding`, ``nvmlInitWithFlags`` and
 ``nvmlShutdown``, and turning every failure into one
 :class:`~kubegpu.gpu.errors.NvmlUnavailable` that carries the NVML code and the
 paths tried. Must not read devices (that is :mod:`.discovery`).
 
-pynvml keeps one library per process in the module global ``pynvml.nvmlLib``;
-the first successful load wins and later sessions reuse it.
+The binding keeps one library per process; the first successful load wins and
+later sessions reuse it.
 """
 
 from __future__ import annotations
@@ -20,10 +20,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-import pynvml
-
 from kubegpu.gpu import errors
-from kubegpu.gpu.nvml import decode
+from kubegpu.gpu.nvml import binding, decode
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +66,7 @@ def _mapped_path() -> str | None:
 def _load(path: str | None, searched: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
     global _loaded_from
     with _LOAD_LOCK:
-        if pynvml.nvmlLib is not None:
+        if binding.loaded() is not None:
             current = _loaded_from or _mapped_path() or decode.LIBRARY_NAME
             if path is not None and os.path.realpath(path) != os.path.realpath(current):
                 log.warning("nvml already loaded", extra={"library": current, "ignored": path})
@@ -89,7 +87,7 @@ def _load(path: str | None, searched: tuple[str, ...]) -> tuple[str, tuple[str, 
                 raise errors.NvmlUnavailable(
                     f"cannot load {path}: {exc}", code=decode.ERROR_LIBRARY_NOT_FOUND, searched=searched
                 ) from None
-        pynvml.nvmlLib = library
+        binding.load(library)
         _loaded_from = path
         return path, searched
 
@@ -104,10 +102,10 @@ def start(container_driver_root: str, driver_root: str) -> Session:
     path, searched = find(container_driver_root, driver_root)
     library, searched = _load(path, searched)
     try:
-        pynvml.nvmlInitWithFlags(0)
-    except pynvml.NVMLError as exc:
+        binding.nvmlInitWithFlags(0)
+    except binding.NvmlError as exc:
         raise errors.NvmlUnavailable(
-            decode.init_failure(exc.value, library, str(exc)), code=exc.value, searched=searched
+            decode.init_failure(exc.code, library, str(exc)), code=exc.code, searched=searched
         ) from None
     log.info("nvml started", extra={"library": library})
     return Session(library=library, searched=searched)
@@ -116,6 +114,6 @@ def start(container_driver_root: str, driver_root: str) -> Session:
 def stop() -> None:
     """Shut NVML down (one ``nvmlShutdown`` per successful :func:`start`); errors are logged, not raised."""
     try:
-        pynvml.nvmlShutdown()
-    except pynvml.NVMLError as exc:
+        binding.nvmlShutdown()
+    except binding.NvmlError as exc:
         log.warning("nvml shutdown failed", extra={"error": str(exc)})

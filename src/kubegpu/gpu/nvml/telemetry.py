@@ -16,10 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-import pynvml
-
 from kubegpu.gpu.model import Gpu
-from kubegpu.gpu.nvml import decode
+from kubegpu.gpu.nvml import binding, decode
 from kubegpu.gpu.telemetry import GpuSample, MigSample
 
 T = TypeVar("T")
@@ -35,8 +33,8 @@ def _read(fn: Callable[..., T], *args: Any) -> T | None:
     """One NVML reading; None when NVML cannot give it on this device, _Lost when the GPU is gone."""
     try:
         return fn(*args)
-    except pynvml.NVMLError as exc:
-        if exc.value == decode.ERROR_GPU_IS_LOST:
+    except binding.NvmlError as exc:
+        if exc.code == decode.ERROR_GPU_IS_LOST:
             raise _Lost from None
         return None
 
@@ -51,10 +49,10 @@ def _scaled(value: int | None, factor: float) -> float | None:
 
 def _memory(handle: Any) -> tuple[float | None, float | None, float | None, float | None]:
     """(used, free, reserved, total) in MiB; the v2 struct splits out reserved memory, v1 counts it as used."""
-    v2 = _read(pynvml.nvmlDeviceGetMemoryInfo, handle, pynvml.nvmlMemory_v2)
+    v2 = _read(binding.nvmlDeviceGetMemoryInfo_v2, handle)
     if v2 is not None:
         return _mib(v2.used), _mib(v2.free), _mib(v2.reserved), _mib(v2.total)
-    v1 = _read(pynvml.nvmlDeviceGetMemoryInfo, handle)
+    v1 = _read(binding.nvmlDeviceGetMemoryInfo, handle)
     if v1 is None:
         return None, None, None, None
     return _mib(v1.used), _mib(v1.free), None, _mib(v1.total)
@@ -65,28 +63,28 @@ def _field(values: Any, i: int) -> float | None:
     if int(value.nvmlReturn) != decode.SUCCESS:
         return None
     kind = int(value.valueType)
-    if kind == pynvml.NVML_VALUE_TYPE_DOUBLE:
+    if kind == binding.VALUE_TYPE_DOUBLE:
         return float(value.value.dVal)
-    if kind == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT:
+    if kind == binding.VALUE_TYPE_UNSIGNED_INT:
         return float(value.value.uiVal)
-    if kind == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG:
+    if kind == binding.VALUE_TYPE_UNSIGNED_LONG:
         return float(value.value.ulVal)
-    if kind == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+    if kind == binding.VALUE_TYPE_UNSIGNED_LONG_LONG:
         return float(value.value.ullVal)
-    if kind == pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG:
+    if kind == binding.VALUE_TYPE_SIGNED_LONG_LONG:
         return float(value.value.sllVal)
-    if kind == pynvml.NVML_VALUE_TYPE_SIGNED_INT:
+    if kind == binding.VALUE_TYPE_SIGNED_INT:
         return float(value.value.siVal)
     return None
 
 
 def _fields(handle: Any, links: Sequence[int]) -> tuple[float | None, float | None]:
     """(memory temperature °C, NVLink bytes moved since boot over all active links)."""
-    ids: list[int | tuple[int, int]] = [pynvml.NVML_FI_DEV_MEMORY_TEMP]
+    ids: list[int | tuple[int, int]] = [binding.FI_DEV_MEMORY_TEMP]
     for link in links:
-        ids.append((pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, link))
-        ids.append((pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, link))
-    values = _read(pynvml.nvmlDeviceGetFieldValues, handle, ids)
+        ids.append((binding.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, link))
+        ids.append((binding.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, link))
+    values = _read(binding.nvmlDeviceGetFieldValues, handle, ids)
     if values is None:
         return None, None
     memory_temp = _field(values, 0)
@@ -104,7 +102,7 @@ def _mig(gpu: Gpu, handles: dict[str, Any]) -> tuple[MigSample, ...]:
     out = []
     for device in gpu.mig_devices:
         handle = handles.get(device.uuid)
-        memory = None if handle is None else _read(pynvml.nvmlDeviceGetMemoryInfo, handle)
+        memory = None if handle is None else _read(binding.nvmlDeviceGetMemoryInfo, handle)
         out.append(
             MigSample(
                 uuid=device.uuid,
@@ -129,21 +127,21 @@ def sample_gpu(gpu: Gpu, handle: Any, mig_handles: dict[str, Any], links: Sequen
 
 
 def _sample(gpu: Gpu, handle: Any, mig_handles: dict[str, Any], links: Sequence[int], last_xid: int) -> GpuSample:
-    util = _read(pynvml.nvmlDeviceGetUtilizationRates, handle)
-    encoder = _read(pynvml.nvmlDeviceGetEncoderUtilization, handle)
-    decoder = _read(pynvml.nvmlDeviceGetDecoderUtilization, handle)
+    util = _read(binding.nvmlDeviceGetUtilizationRates, handle)
+    encoder = _read(binding.nvmlDeviceGetEncoderUtilization, handle)
+    decoder = _read(binding.nvmlDeviceGetDecoderUtilization, handle)
     used, free, reserved, total = _memory(handle)
     memory_temp, nvlink_bytes = _fields(handle, links)
-    remapped = _read(pynvml.nvmlDeviceGetRemappedRows, handle)
-    pending = _read(pynvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)
-    power_violation = _read(pynvml.nvmlDeviceGetViolationStatus, handle, pynvml.NVML_PERF_POLICY_POWER)
-    thermal_violation = _read(pynvml.nvmlDeviceGetViolationStatus, handle, pynvml.NVML_PERF_POLICY_THERMAL)
+    remapped = _read(binding.nvmlDeviceGetRemappedRows, handle)
+    pending = _read(binding.nvmlDeviceGetRetiredPagesPendingStatus, handle)
+    power_violation = _read(binding.nvmlDeviceGetViolationStatus, handle, binding.PERF_POLICY_POWER)
+    thermal_violation = _read(binding.nvmlDeviceGetViolationStatus, handle, binding.PERF_POLICY_THERMAL)
 
     def ecc(error_type: int, counter: int) -> float | None:
-        return _scaled(_read(pynvml.nvmlDeviceGetTotalEccErrors, handle, error_type, counter), 1.0)
+        return _scaled(_read(binding.nvmlDeviceGetTotalEccErrors, handle, error_type, counter), 1.0)
 
     def pages(cause: int) -> float | None:
-        return _count(_read(pynvml.nvmlDeviceGetRetiredPages, handle, cause))
+        return _count(_read(binding.nvmlDeviceGetRetiredPages, handle, cause))
 
     return GpuSample(
         uuid=gpu.uuid,
@@ -156,27 +154,27 @@ def _sample(gpu: Gpu, handle: Any, mig_handles: dict[str, Any], links: Sequence[
         fb_free_mib=free,
         fb_reserved_mib=reserved,
         fb_total_mib=total,
-        gpu_temp_c=_scaled(_read(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU), 1.0),
+        gpu_temp_c=_scaled(_read(binding.nvmlDeviceGetTemperature, handle, binding.TEMPERATURE_GPU), 1.0),
         memory_temp_c=memory_temp,
-        power_w=_scaled(_read(pynvml.nvmlDeviceGetPowerUsage, handle), 1e-3),
-        power_limit_w=_scaled(_read(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle), 1e-3),
-        total_energy_mj=_scaled(_read(pynvml.nvmlDeviceGetTotalEnergyConsumption, handle), 1.0),
-        sm_clock_mhz=_scaled(_read(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM), 1.0),
-        mem_clock_mhz=_scaled(_read(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_MEM), 1.0),
+        power_w=_scaled(_read(binding.nvmlDeviceGetPowerUsage, handle), 1e-3),
+        power_limit_w=_scaled(_read(binding.nvmlDeviceGetEnforcedPowerLimit, handle), 1e-3),
+        total_energy_mj=_scaled(_read(binding.nvmlDeviceGetTotalEnergyConsumption, handle), 1.0),
+        sm_clock_mhz=_scaled(_read(binding.nvmlDeviceGetClockInfo, handle, binding.CLOCK_SM), 1.0),
+        mem_clock_mhz=_scaled(_read(binding.nvmlDeviceGetClockInfo, handle, binding.CLOCK_MEM), 1.0),
         pcie_tx_bytes_per_s=_scaled(
-            _read(pynvml.nvmlDeviceGetPcieThroughput, handle, pynvml.NVML_PCIE_UTIL_TX_BYTES), 1024.0
+            _read(binding.nvmlDeviceGetPcieThroughput, handle, binding.PCIE_UTIL_TX_BYTES), 1024.0
         ),
         pcie_rx_bytes_per_s=_scaled(
-            _read(pynvml.nvmlDeviceGetPcieThroughput, handle, pynvml.NVML_PCIE_UTIL_RX_BYTES), 1024.0
+            _read(binding.nvmlDeviceGetPcieThroughput, handle, binding.PCIE_UTIL_RX_BYTES), 1024.0
         ),
-        pcie_replay_total=_scaled(_read(pynvml.nvmlDeviceGetPcieReplayCounter, handle), 1.0),
+        pcie_replay_total=_scaled(_read(binding.nvmlDeviceGetPcieReplayCounter, handle), 1.0),
         xid_last=last_xid,
-        ecc_sbe_volatile_total=ecc(pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_VOLATILE_ECC),
-        ecc_dbe_volatile_total=ecc(pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC),
-        ecc_sbe_aggregate_total=ecc(pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_AGGREGATE_ECC),
-        ecc_dbe_aggregate_total=ecc(pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_AGGREGATE_ECC),
-        retired_pages_sbe=pages(pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
-        retired_pages_dbe=pages(pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR),
+        ecc_sbe_volatile_total=ecc(binding.MEMORY_ERROR_TYPE_CORRECTED, binding.VOLATILE_ECC),
+        ecc_dbe_volatile_total=ecc(binding.MEMORY_ERROR_TYPE_UNCORRECTED, binding.VOLATILE_ECC),
+        ecc_sbe_aggregate_total=ecc(binding.MEMORY_ERROR_TYPE_CORRECTED, binding.AGGREGATE_ECC),
+        ecc_dbe_aggregate_total=ecc(binding.MEMORY_ERROR_TYPE_UNCORRECTED, binding.AGGREGATE_ECC),
+        retired_pages_sbe=pages(binding.PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
+        retired_pages_dbe=pages(binding.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR),
         retired_pages_pending=None if pending is None else float(pending),
         remapped_rows_correctable=None if remapped is None else float(remapped[0]),
         remapped_rows_uncorrectable=None if remapped is None else float(remapped[1]),
