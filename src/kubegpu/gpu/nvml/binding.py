@@ -24,6 +24,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from kubegpu.gpu import errors
 from kubegpu.gpu.nvml import decode
 
 # --- sizes and enums (nvml.h) -----------------------------------------------------------
@@ -259,8 +260,12 @@ _lock = threading.Lock()
 _library: ctypes.CDLL | None = None
 
 
-class NvmlError(Exception):
-    """An NVML call returned ``code`` (an ``nvmlReturn_t``); the text is the library's own ``nvmlErrorString``."""
+class NvmlError(errors.GpuError):
+    """An NVML call returned ``code`` (an ``nvmlReturn_t``); the text is the library's own ``nvmlErrorString``.
+
+    The backend's modules turn it into :class:`~kubegpu.gpu.errors.NvmlUnavailable` (or None, for a reading a
+    device lacks) before it leaves the package.
+    """
 
     def __init__(self, code: int) -> None:
         super().__init__(code)
