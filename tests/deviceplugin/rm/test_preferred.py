@@ -198,3 +198,35 @@ def test_shared_answers_hold_must_include_stay_available_and_have_the_size(
     got = preferred.preferred(resource, MACHINES["dgx-a100"].topology, policy, ids, must, size)
     assert len(got) == size == len(set(got))
     assert got[: len(must)] == must and set(got) <= set(ids)
+
+
+def test_a_repeated_whole_gpu_request_gets_the_answer_a_fresh_adapter_gives() -> None:
+    machine = MACHINES["dgx1-v100"]
+    uuid = [g.uuid for g in machine.gpus]
+    kept = preferred.Preferred(GPU_RESOURCES["dgx1-v100"], machine.topology, "best-effort")
+    rng = random.Random(7)
+    requests = [(rng.sample(uuid, rng.randint(2, 8)), rng.randint(1, 2)) for _ in range(60)]
+    for available, size in requests + requests:
+        fresh = preferred.Preferred(GPU_RESOURCES["dgx1-v100"], machine.topology, "best-effort")
+        answer = kept(available, [], size)
+        assert answer == fresh(available, [], size)
+        answer.append("changed by the caller")  # the kept answer is not the list handed out
+
+
+def test_kept_answers_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preferred, "ANSWERS_KEPT", 4)
+    machine = MACHINES["dgx-a100"]
+    uuid = [g.uuid for g in machine.gpus]
+    adapter = preferred.Preferred(GPU_RESOURCES["dgx-a100"], machine.topology, "topology")
+    for n in range(2, 9):
+        adapter(uuid[:n], [], 1)
+        assert len(adapter._answers) <= 4
+
+
+def test_a_refused_request_is_refused_again_not_kept() -> None:
+    machine = MACHINES["dgx-a100"]
+    uuid = [g.uuid for g in machine.gpus]
+    adapter = preferred.Preferred(GPU_RESOURCES["dgx-a100"], machine.topology, "topology")
+    for _ in range(2):
+        with pytest.raises(InvalidRequest):
+            adapter(uuid[:2], [], 3)

@@ -97,19 +97,24 @@ async def _answer(context: grpc.aio.ServicerContext, rpc: str, build: Callable[[
 
 
 def _edits_to_proto(edits: ContainerEdits) -> api_pb2.ContainerAllocateResponse:
-    return api_pb2.ContainerAllocateResponse(
-        envs=edits.envs,
-        mounts=[
+    # Only the fields that have something: most answers are one env var, and each empty repeated field passed to
+    # the constructor costs as much as a filled one.
+    response = api_pb2.ContainerAllocateResponse(envs=edits.envs)
+    if edits.mounts:
+        response.mounts.extend(
             api_pb2.Mount(container_path=m.container_path, host_path=m.host_path, read_only=m.read_only)
             for m in edits.mounts
-        ],
-        devices=[
+        )
+    if edits.devices:
+        response.devices.extend(
             api_pb2.DeviceSpec(container_path=d.container_path, host_path=d.host_path, permissions=d.permissions)
             for d in edits.devices
-        ],
-        annotations=edits.annotations,
-        cdi_devices=[api_pb2.CDIDevice(name=n) for n in edits.cdi_devices],
-    )
+        )
+    if edits.annotations:
+        response.annotations.update(edits.annotations)
+    if edits.cdi_devices:
+        response.cdi_devices.extend(api_pb2.CDIDevice(name=n) for n in edits.cdi_devices)
+    return response
 
 
 class DevicePluginService(api_pb2_grpc.DevicePluginServicer):

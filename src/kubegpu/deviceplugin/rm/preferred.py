@@ -7,7 +7,8 @@ replicas and MIG devices by ID, grouped by the physical GPU they live on
 which of the kinds a resource is; refusing unknown IDs; and wording placement's refusals as the plugin's
 :class:`~kubegpu.deviceplugin.errors.InvalidRequest` (gRPC ``INVALID_ARGUMENT``).
 The policies themselves live in :mod:`kubegpu.placement`. Duplicate IDs in a
-request count once (the kubelet builds its lists from sets). Pure: no I/O.
+request count once (the kubelet builds its lists from sets). Whole-GPU answers are
+kept by the exact request (the policies are pure functions of it; ``ANSWERS_KEPT`` at most). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from kubegpu.deviceplugin.errors import InvalidRequest
 from kubegpu.deviceplugin.rm import milli
 from kubegpu.deviceplugin.rm.resources import Resource
 from kubegpu.gpu.model import Topology
+
+#: Whole-GPU answers kept per resource (the kubelet asks again and again for the same free set and size).
+ANSWERS_KEPT = 4096
 
 
 def places_whole_gpus(resource: Resource) -> bool:
@@ -53,6 +57,8 @@ class Preferred:
         self._id_of = {d.gpu_index: d.id for d in resource.devices}
         # Built at the first shared pick: the plugin's start does not load the placement policies.
         self._shared: list[placement.SharedDevice] | None = None
+        # The policy is a pure function of its inputs: a whole-GPU answer is kept by the exact request.
+        self._answers: dict[tuple[tuple[str, ...], tuple[str, ...], int], tuple[str, ...]] = {}
 
     def __call__(self, available: Sequence[str], must_include: Sequence[str], size: int) -> list[str]:
         """Exactly ``size`` IDs: every must-include ID plus the policy's choice among the available.
@@ -60,6 +66,10 @@ class Preferred:
         Whole GPUs come back in GPU index order; shared devices as the must-include IDs followed by the picks.
         Raises :class:`InvalidRequest` for an impossible request rather than answering short.
         """
+        key = (tuple(available), tuple(must_include), size)
+        kept = self._answers.get(key)
+        if kept is not None:
+            return list(kept)
         resource = self.resource
         avail = _known(resource, available, "available")
         must = _known(resource, must_include, "must-include")
@@ -79,7 +89,11 @@ class Preferred:
                 chosen = placement.pick(
                     self.policy, self.topology, [index_of[i] for i in avail], [index_of[i] for i in must], size
                 )
-                return [self._id_of[i] for i in chosen]
+                answer = [self._id_of[i] for i in chosen]
+                if len(self._answers) >= ANSWERS_KEPT:
+                    self._answers.clear()
+                self._answers[key] = tuple(answer)
+                return answer
             if self._shared is None:
                 self._shared = [placement.SharedDevice(id=d.id, group=d.gpu_uuid) for d in resource.devices]
             return placement.pick_shared(self.policy, self._shared, avail, must, size)

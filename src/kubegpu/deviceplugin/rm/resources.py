@@ -10,6 +10,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 from kubegpu.deviceplugin import naming
@@ -47,20 +48,20 @@ class Resource:
         """The plugin socket's file name beside kubelet.sock (what ``Register`` sends as endpoint)."""
         return naming.socket_name(self.name)
 
-    @property
+    @cached_property
     def is_shared(self) -> bool:
         return any(d.replica is not None for d in self.devices)
 
-    @property
+    @cached_property
     def is_milli(self) -> bool:
         """True for ``kubegpu.io/gpu-milli``: its devices are thousandths of GPUs, a request's all from one GPU."""
         return any(d.milli is not None for d in self.devices)
 
-    @property
+    @cached_property
     def has_mig(self) -> bool:
         return any(d.mig is not None for d in self.devices)
 
-    @property
+    @cached_property
     def ids(self) -> tuple[str, ...]:
         return tuple(d.id for d in self.devices)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from kubegpu.deviceplugin.config.flags import MPS_CONTAINER_ROOT
@@ -72,11 +73,11 @@ class ResponseOptions:
             cdi_features=tuple(cdi_features or ()),
         )
 
-    @property
+    @cached_property
     def any_cdi(self) -> bool:
         return any(s.startswith("cdi-") for s in self.device_list_strategies)
 
-    @property
+    @cached_property
     def only_cdi(self) -> bool:
         return self.any_cdi and all(s.startswith("cdi-") for s in self.device_list_strategies)
 
