@@ -66,8 +66,9 @@ class Preferred:
         Whole GPUs come back in GPU index order; shared devices as the must-include IDs followed by the picks.
         Raises :class:`InvalidRequest` for an impossible request rather than answering short.
         """
-        key = (tuple(available), tuple(must_include), size)
-        kept = self._answers.get(key)
+        # Only whole-GPU answers are kept: a shared or milli request may list thousands of IDs.
+        key = (tuple(available), tuple(must_include), size) if self.whole_gpus else None
+        kept = self._answers.get(key) if key is not None else None
         if kept is not None:
             return list(kept)
         resource = self.resource
@@ -90,9 +91,10 @@ class Preferred:
                     self.policy, self.topology, [index_of[i] for i in avail], [index_of[i] for i in must], size
                 )
                 answer = [self._id_of[i] for i in chosen]
-                if len(self._answers) >= ANSWERS_KEPT:
-                    self._answers.clear()
-                self._answers[key] = tuple(answer)
+                if key is not None:
+                    if len(self._answers) >= ANSWERS_KEPT:
+                        self._answers.clear()
+                    self._answers[key] = tuple(answer)
                 return answer
             if self._shared is None:
                 self._shared = [placement.SharedDevice(id=d.id, group=d.gpu_uuid) for d in resource.devices]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from kubegpu.gpu import errors
 from kubegpu.gpu.nvml import decode
@@ -256,6 +256,8 @@ COMPUTE_INSTANCE_PROFILE_INFO_V2_VERSION = struct_version(ComputeInstanceProfile
 
 # --- the library and errors -------------------------------------------------------------
 
+_S = TypeVar("_S", bound=ctypes.Structure)
+
 _lock = threading.Lock()
 _library: ctypes.CDLL | None = None
 
@@ -335,7 +337,8 @@ def _handle(name: str, *args: Any) -> Any:
     return out
 
 
-def _struct(name: str, struct: Any, *args: Any) -> Any:
+def _struct(name: str, struct: _S, *args: Any) -> _S:
+    """A call whose last argument is a struct filled in place; returns that struct."""
     _call(name, *args, ctypes.byref(struct))
     return struct
 
@@ -391,18 +394,15 @@ def nvmlDeviceGetMinorNumber(device: Any) -> int:
 
 
 def nvmlDeviceGetMemoryInfo(device: Any) -> Memory:
-    result: Memory = _struct("nvmlDeviceGetMemoryInfo", Memory(), device)
-    return result
+    return _struct("nvmlDeviceGetMemoryInfo", Memory(), device)
 
 
 def nvmlDeviceGetMemoryInfo_v2(device: Any) -> MemoryV2:
-    result: MemoryV2 = _struct("nvmlDeviceGetMemoryInfo_v2", MemoryV2(version=MEMORY_V2_VERSION), device)
-    return result
+    return _struct("nvmlDeviceGetMemoryInfo_v2", MemoryV2(version=MEMORY_V2_VERSION), device)
 
 
 def nvmlDeviceGetPciInfo(device: Any) -> PciInfo:
-    result: PciInfo = _struct("nvmlDeviceGetPciInfo_v3", PciInfo(), device)
-    return result
+    return _struct("nvmlDeviceGetPciInfo_v3", PciInfo(), device)
 
 
 def nvmlDeviceGetCudaComputeCapability(device: Any) -> tuple[int, int]:
@@ -431,8 +431,7 @@ def nvmlDeviceGetMaxClockInfo(device: Any, clock: int) -> int:
 
 
 def nvmlDeviceGetGpuFabricInfo(device: Any) -> GpuFabricInfo:
-    result: GpuFabricInfo = _struct("nvmlDeviceGetGpuFabricInfo", GpuFabricInfo(), device)
-    return result
+    return _struct("nvmlDeviceGetGpuFabricInfo", GpuFabricInfo(), device)
 
 
 def nvmlDeviceGetTopologyCommonAncestor(device1: Any, device2: Any) -> int:
@@ -444,8 +443,7 @@ def nvmlDeviceGetNvLinkState(device: Any, link: int) -> int:
 
 
 def nvmlDeviceGetNvLinkRemotePciInfo(device: Any, link: int) -> PciInfo:
-    result: PciInfo = _struct("nvmlDeviceGetNvLinkRemotePciInfo_v2", PciInfo(), device, ctypes.c_uint(link))
-    return result
+    return _struct("nvmlDeviceGetNvLinkRemotePciInfo_v2", PciInfo(), device, ctypes.c_uint(link))
 
 
 def nvmlDeviceGetNvLinkRemoteDeviceType(device: Any, link: int) -> int:
@@ -464,8 +462,7 @@ def nvmlDeviceGetMigDeviceHandleByIndex(device: Any, index: int) -> Any:
 
 
 def nvmlDeviceGetAttributes(device: Any) -> DeviceAttributes:
-    result: DeviceAttributes = _struct("nvmlDeviceGetAttributes_v2", DeviceAttributes(), device)
-    return result
+    return _struct("nvmlDeviceGetAttributes_v2", DeviceAttributes(), device)
 
 
 def nvmlDeviceGetGpuInstanceId(device: Any) -> int:
@@ -481,8 +478,7 @@ def nvmlDeviceGetGpuInstanceById(device: Any, gpu_instance_id: int) -> Any:
 
 
 def nvmlGpuInstanceGetInfo(gpu_instance: Any) -> GpuInstanceInfo:
-    result: GpuInstanceInfo = _struct("nvmlGpuInstanceGetInfo", GpuInstanceInfo(), gpu_instance)
-    return result
+    return _struct("nvmlGpuInstanceGetInfo", GpuInstanceInfo(), gpu_instance)
 
 
 def nvmlGpuInstanceGetComputeInstanceById(gpu_instance: Any, compute_instance_id: int) -> Any:
@@ -490,51 +486,31 @@ def nvmlGpuInstanceGetComputeInstanceById(gpu_instance: Any, compute_instance_id
 
 
 def nvmlComputeInstanceGetInfo(compute_instance: Any) -> ComputeInstanceInfo:
-    result: ComputeInstanceInfo = _struct("nvmlComputeInstanceGetInfo_v2", ComputeInstanceInfo(), compute_instance)
-    return result
+    return _struct("nvmlComputeInstanceGetInfo_v2", ComputeInstanceInfo(), compute_instance)
 
 
 def nvmlDeviceGetGpuInstanceProfileInfo(device: Any, profile: int) -> GpuInstanceProfileInfo:
-    info = GpuInstanceProfileInfo()
-    name = "nvmlDeviceGetGpuInstanceProfileInfo"
-    result: GpuInstanceProfileInfo = _struct(name, info, device, ctypes.c_uint(profile))
-    return result
+    return _struct("nvmlDeviceGetGpuInstanceProfileInfo", GpuInstanceProfileInfo(), device, ctypes.c_uint(profile))
 
 
 def nvmlDeviceGetGpuInstanceProfileInfoV(device: Any, profile: int) -> GpuInstanceProfileInfoV2:
     info = GpuInstanceProfileInfoV2(version=GPU_INSTANCE_PROFILE_INFO_V2_VERSION)
-    result: GpuInstanceProfileInfoV2 = _struct(
-        "nvmlDeviceGetGpuInstanceProfileInfoV", info, device, ctypes.c_uint(profile)
-    )
-    return result
+    return _struct("nvmlDeviceGetGpuInstanceProfileInfoV", info, device, ctypes.c_uint(profile))
 
 
 def nvmlGpuInstanceGetComputeInstanceProfileInfo(
     gpu_instance: Any, profile: int, engine_profile: int
 ) -> ComputeInstanceProfileInfo:
-    info = ComputeInstanceProfileInfo()
-    result: ComputeInstanceProfileInfo = _struct(
-        "nvmlGpuInstanceGetComputeInstanceProfileInfo",
-        info,
-        gpu_instance,
-        ctypes.c_uint(profile),
-        ctypes.c_uint(engine_profile),
-    )
-    return result
+    args = (gpu_instance, ctypes.c_uint(profile), ctypes.c_uint(engine_profile))
+    return _struct("nvmlGpuInstanceGetComputeInstanceProfileInfo", ComputeInstanceProfileInfo(), *args)
 
 
 def nvmlGpuInstanceGetComputeInstanceProfileInfoV(
     gpu_instance: Any, profile: int, engine_profile: int
 ) -> ComputeInstanceProfileInfoV2:
     info = ComputeInstanceProfileInfoV2(version=COMPUTE_INSTANCE_PROFILE_INFO_V2_VERSION)
-    result: ComputeInstanceProfileInfoV2 = _struct(
-        "nvmlGpuInstanceGetComputeInstanceProfileInfoV",
-        info,
-        gpu_instance,
-        ctypes.c_uint(profile),
-        ctypes.c_uint(engine_profile),
-    )
-    return result
+    args = (gpu_instance, ctypes.c_uint(profile), ctypes.c_uint(engine_profile))
+    return _struct("nvmlGpuInstanceGetComputeInstanceProfileInfoV", info, *args)
 
 
 # --- events -----------------------------------------------------------------------------
@@ -570,8 +546,7 @@ def nvmlDeviceGetTemperature(device: Any, sensor: int) -> int:
 
 
 def nvmlDeviceGetUtilizationRates(device: Any) -> Utilization:
-    result: Utilization = _struct("nvmlDeviceGetUtilizationRates", Utilization(), device)
-    return result
+    return _struct("nvmlDeviceGetUtilizationRates", Utilization(), device)
 
 
 def _utilization_and_period(name: str, device: Any) -> tuple[int, int]:
@@ -646,8 +621,7 @@ def nvmlDeviceGetRemappedRows(device: Any) -> tuple[int, int, int, int]:
 
 
 def nvmlDeviceGetViolationStatus(device: Any, policy: int) -> ViolationTime:
-    result: ViolationTime = _struct("nvmlDeviceGetViolationStatus", ViolationTime(), device, ctypes.c_uint(policy))
-    return result
+    return _struct("nvmlDeviceGetViolationStatus", ViolationTime(), device, ctypes.c_uint(policy))
 
 
 def nvmlDeviceGetFieldValues(device: Any, fields: Sequence[int | tuple[int, int]]) -> Any:

@@ -53,7 +53,7 @@ class Inventory:
 
 
 def text(value: Any) -> str:
-    """A string NVML gave, as str (bytes are decoded)."""
+    """A string field of an NVML struct (bytes) as str; the binding's calls already return str."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -153,7 +153,7 @@ def _mig_devices(gpu_index: int, parent_uuid: str, handle: Any, memory_bytes: in
             message = f"NVML: reading {where} MIG device {j} failed: {exc}"
             raise errors.NvmlUnavailable(message, code=exc.code) from None
         what = f"{where} MIG device {j}"
-        uuid = text(_call(f"{what} UUID", binding.nvmlDeviceGetUUID, mig))
+        uuid = _call(f"{what} UUID", binding.nvmlDeviceGetUUID, mig)
         attrs = _call(f"{what} attributes", binding.nvmlDeviceGetAttributes, mig)
         gi_id = _call(f"{what} GPU instance id", binding.nvmlDeviceGetGpuInstanceId, mig)
         ci_id = _call(f"{what} compute instance id", binding.nvmlDeviceGetComputeInstanceId, mig)
@@ -224,7 +224,7 @@ def _nvlinks(gpu_index: int, handle: Any) -> list[tuple[int, str, int | None]]:
 
 def _gpu(index: int, handle: Any, sysfs_root: Path) -> tuple[Gpu, list[tuple[MigDevice, Any]]]:
     where = f"GPU {index}"
-    uuid = text(_call(f"{where} UUID", binding.nvmlDeviceGetUUID, handle))
+    uuid = _call(f"{where} UUID", binding.nvmlDeviceGetUUID, handle)
     memory_bytes = int(_call(f"{where} memory", binding.nvmlDeviceGetMemoryInfo, handle).total)
     bus_id = decode.nvml_bus_id(text(_call(f"{where} PCI info", binding.nvmlDeviceGetPciInfo, handle).busId))
     cc = _call(f"{where} compute capability", binding.nvmlDeviceGetCudaComputeCapability, handle)
@@ -242,7 +242,7 @@ def _gpu(index: int, handle: Any, sysfs_root: Path) -> tuple[Gpu, list[tuple[Mig
         index=index,
         minor=int(_call(f"{where} minor number", binding.nvmlDeviceGetMinorNumber, handle)),
         uuid=uuid,
-        product_name=text(_call(f"{where} name", binding.nvmlDeviceGetName, handle)),
+        product_name=_call(f"{where} name", binding.nvmlDeviceGetName, handle),
         memory_mib=memory_bytes // _MIB,
         pci_bus_id=bus_id,
         numa_node=None if numa_text is None else decode.numa_node(numa_text),
@@ -256,8 +256,8 @@ def _gpu(index: int, handle: Any, sysfs_root: Path) -> tuple[Gpu, list[tuple[Mig
         multiprocessors=0 if cores is None or per_sm is None else int(cores) // per_sm,
         # GPU feature discovery reads the class from sysfs too; a GPU is a 3D controller unless it says otherwise.
         pci_class=(decode.pci_class(class_text) if class_text is not None else None) or 0x0302,
-        serial=text(_optional(binding.nvmlDeviceGetSerial, handle) or ""),
-        vbios_version=text(_optional(binding.nvmlDeviceGetVbiosVersion, handle) or ""),
+        serial=_optional(binding.nvmlDeviceGetSerial, handle) or "",
+        vbios_version=_optional(binding.nvmlDeviceGetVbiosVersion, handle) or "",
         fabric=_fabric(handle),
         # GPU feature discovery reads vGPUs from the PCI config space, not NVML: so do we.
         vgpu=decode.vgpu_host(_sysfs_bytes(sysfs_dir / "config")),
@@ -341,7 +341,7 @@ def discover(library: str, sysfs_root: Path) -> Inventory:
             description=_describe(gpus),
             gpus=tuple(gpus),
             topology=topology,
-            driver_version=text(_call("the driver version", binding.nvmlSystemGetDriverVersion)),
+            driver_version=_call("the driver version", binding.nvmlSystemGetDriverVersion),
             cuda_driver_version=decode.cuda_version(
                 int(_call("the CUDA driver version", binding.nvmlSystemGetCudaDriverVersion))
             ),

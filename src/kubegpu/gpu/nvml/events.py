@@ -218,7 +218,6 @@ class EventWatcher:
             except binding.NvmlError as exc:
                 # NVIDIA's plugin: when the event's device cannot be named, every device is suspect.
                 return HealthEvent(HealthEventKind.WAIT_ERROR, None, message=f"NVML: event from an unknown GPU: {exc}")
-            uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
         xid = int(data.eventData) if kind is HealthEventKind.XID else None
         return HealthEvent(
             kind=kind,
