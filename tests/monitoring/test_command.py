@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import shutil
 import socket
@@ -346,24 +345,29 @@ def test_web_systemd_socket_serves_the_socket_systemd_passed(tmp_path: Path) -> 
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     port = listener.getsockname()[1]
-    # As systemd does: the socket on descriptor 3, LISTEN_FDS=1 and LISTEN_PID = the exporter's own pid.
+    # As systemd does: the socket on descriptor 3, LISTEN_FDS=1 and LISTEN_PID = the exporter's own pid. bash moves
+    # the passed descriptor to 3, so the fork runs no Python (a preexec_fn in a process with gRPC threads can hang).
     exporter = [sys.executable, "-m", "kubegpu", "exporter", "--machine", "pcie-4xt4", "--fault-file",
                 str(tmp_path / "f.jsonl"), "--web-systemd-socket", "--address", "127.0.0.1:1"]  # fmt: skip
-    proc = subprocess.Popen(
-        ["bash", "-c", 'LISTEN_PID=$$ LISTEN_FDS=1 exec "$@"', "bash", *exporter],
-        pass_fds=(3,),
-        preexec_fn=lambda: os.dup2(listener.fileno(), 3),
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    fd = listener.fileno()
+    log_path = tmp_path / "exporter.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            ["bash", "-c", f'LISTEN_PID=$$ LISTEN_FDS=1 exec "$@" 3<&{fd} {fd}<&-', "bash", *exporter],
+            pass_fds=(fd,),
+            stderr=log,
+        )
     try:
-        page = wait_until(lambda: _try_scrape(f"http://127.0.0.1:{port}"), what="metrics on the passed socket")
+        try:
+            page = wait_until(lambda: _try_scrape(f"http://127.0.0.1:{port}"), what="metrics on the passed socket")
+        except AssertionError as missing:
+            raise AssertionError(f"{missing}; the exporter logged: {log_path.read_text()!r}") from None
         assert "DCGM_FI_DEV_GPU_TEMP{" in page
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         listener.close()
-    assert proc.returncode == 0
+    assert proc.returncode == 0, log_path.read_text()
 
 
 def _try_scrape(url: str) -> str | None:
