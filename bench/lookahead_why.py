@@ -72,15 +72,16 @@ class _Terms:
                 return out
             empty = (state.gpu_count[nodes] == 8) & (state.gpu_free[nodes] == MILLI).all(axis=1)
             empty &= state.cpu_free[nodes] == state.cpu_capacity[nodes]
-            top = out.max()
-            if not (empty & (out == top)).any() or empty.all():
+            final = scorer.normalize(out)  # raw scores are Δ; the framework ranks these
+            top = final.max()
+            if not (empty & (final == top)).any() or empty.all():
                 return out
-            chosen = int(nodes[np.flatnonzero(empty & (out == top))[0]])
+            chosen = int(nodes[np.flatnonzero(empty & (final == top))[0]])
             used = np.flatnonzero(~empty)
-            other = int(nodes[used[np.argmax(out[used])]])
+            other = int(nodes[used[np.argmax(final[used])]])
             self.last = (
                 (*self.terms(state, pod, chosen), float(top)),
-                (*self.terms(state, pod, other), float(out[used].max())),
+                (*self.terms(state, pod, other), float(final[used].max())),
             )
             return out
 

@@ -7,9 +7,9 @@ import pytest
 
 from kubegpu.scheduling.core.cluster import ClusterState
 from kubegpu.scheduling.core.errors import InvalidSpec
-from kubegpu.scheduling.core.fgd import FgdScore
+from kubegpu.scheduling.core.fgd import FgdScore, sigmoid_score
 from kubegpu.scheduling.core.fragmentation import CompiledWorkload
-from kubegpu.scheduling.core.lookahead import LookaheadGpu, LookaheadModel, LookaheadScore
+from kubegpu.scheduling.core.lookahead import RAW_SCALE, LookaheadGpu, LookaheadModel, LookaheadScore
 from kubegpu.scheduling.core.policies import PolicyOptions, build_profile
 from kubegpu.scheduling.core.workload import TargetWorkload
 from tests.scheduling.helpers import cluster, node, pod
@@ -202,3 +202,19 @@ def test_policy_options_reach_the_lookahead_model() -> None:
     assert isinstance(scorer, LookaheadScore)
     assert scorer.model.gaps is not None and scorer.model.gaps.horizon == 7 and scorer.model.gap_weight == 3.0
     assert scorer.model.scarcity is None
+
+
+def test_scores_are_fgds_sigmoid_of_the_drop_while_some_node_loses_nothing() -> None:
+    scorer = LookaheadScore(LookaheadModel.from_pods(WORKLOAD, ("G2",)))
+    deltas = np.array([2500.0, 0.0, -900.0, -6000.0])
+    raw = np.round(deltas * RAW_SCALE).astype(np.int64)
+    assert scorer.normalize(raw).tolist() == sigmoid_score(deltas).tolist() == [92, 50, 28, 0]
+
+
+def test_a_loss_every_node_has_does_not_flatten_the_ranking_into_a_tie() -> None:
+    scorer = LookaheadScore(LookaheadModel.from_pods(WORKLOAD, ("G2",)))
+    deltas = np.array([-5000.0, -6000.0, -9000.0])  # FGD's scale scores all three 0: the tie-break would choose
+    assert sigmoid_score(deltas).tolist() == [0, 0, 0]
+    scores = scorer.normalize(np.round(deltas * RAW_SCALE).astype(np.int64))
+    # The 5000 lost wherever the pod goes are taken from all: the best scores as a node that loses nothing.
+    assert scores.tolist() == sigmoid_score(deltas + 5000).tolist() == [50, 26, 1]

@@ -47,7 +47,12 @@ What it does, per node n, with G_n free GPU-milli and C_n free CPU milli:
 * the score of a node is ⌊100 · sigmoid(Δ / 1000)⌋ with Δ the drop of
   F_n + S_n plus the weighted gap gain minus the penalty — FGD's coarse scale, whose ties go to
   the node the seeded tie-break ranks first, so near-equal nodes fill one
-  after another (first fit) instead of spreading;
+  after another (first fit) instead of spreading; when every feasible node
+  has Δ < 0, the best one's loss is taken from all first (:func:`relative_sigmoid`):
+  it is lost wherever the pod goes, and left in it pushes every Δ into the
+  sigmoid's flat tail, where all nodes score 0 and the tie-break chooses
+  (an 8-GPU pod paying for a home every 8-GPU node belongs to took the last
+  128-core nodes that 120-core pods need while 96-core ones were free);
 * a fractional pod takes the GPU with the best such score, ties to the GPU
   with the least free share (best fit).
 
@@ -174,6 +179,30 @@ def _share_rows(
     return out
 
 
+RAW_SCALE = 1024  # raw scores are Δ in 1/RAW_SCALE milli
+
+
+def _raw(delta: FloatArray) -> IntArray:
+    out: IntArray = np.round(delta * RAW_SCALE).astype(np.int64)
+    return out
+
+
+def relative_sigmoid(raw: IntArray) -> IntArray:
+    """FGD's integer score of Δ = raw / RAW_SCALE, after taking away the loss every candidate has.
+
+    When even the best candidate loses (Δ < 0), that much is lost wherever the
+    pod goes; only the rest tells the candidates apart. Without the shift a
+    large unavoidable loss (a scarce home every candidate belongs to) pushes
+    every Δ far into the sigmoid's flat tail, where the integer score is 0
+    for all and the tie-break, not the policy, picks the node.
+    """
+    if not len(raw):
+        return raw
+    best = int(raw.max())
+    # Clamped far below any score but 0, so that the sigmoid's exponential cannot overflow.
+    return sigmoid_score(np.maximum((raw - min(best, 0)) / RAW_SCALE, -100_000.0))
+
+
 class LookaheadScore(ScorePlugin):
     """Prefers the node where fragmentation, CPU-stranded GPU and k-pod stranded share grow least."""
 
@@ -185,13 +214,18 @@ class LookaheadScore(ScorePlugin):
         self._state: ClusterState | None = None
 
     def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
+        """Raw scores: Δ in 1/1024 milli (the best over a node's GPUs for a fractional pod); see :meth:`normalize`."""
         self._state = state
         if pod.is_fractional:
             rows, delta = self.share_deltas(state, pod, nodes)
-            out: IntArray = np.full(len(nodes), -1, dtype=np.int64)
-            np.maximum.at(out, rows, sigmoid_score(delta))
+            out: IntArray = np.full(len(nodes), np.iinfo(np.int64).min, dtype=np.int64)
+            np.maximum.at(out, rows, _raw(delta))
             return out
-        return sigmoid_score(self.whole_delta(state, pod, nodes))
+        return _raw(self.whole_delta(state, pod, nodes))
+
+    def normalize(self, scores: IntArray) -> IntArray:
+        """⌊100 · sigmoid(Δ / 1000)⌋ over the feasible nodes, Δ less the loss every one of them has (if any)."""
+        return relative_sigmoid(scores)
 
     def share_deltas(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> tuple[IntArray, FloatArray]:
         """(row, Δ) for each distinct GPU a fractional pod could take on the given nodes."""
@@ -245,6 +279,8 @@ class LookaheadGpu(GpuPicker):
             raise OverCommit(f"pod {pod.name}: no GPU of node {state.nodes[node].name} has {pod.gpu_milli} milli free")
         nodes = np.array([node])
         rows = np.zeros(len(candidates), dtype=np.int64)
-        scores = sigmoid_score(_share_rows(self.model, self.stats.of(state), state, pod, nodes, rows, free[candidates]))
+        scores = relative_sigmoid(
+            _raw(_share_rows(self.model, self.stats.of(state), state, pod, nodes, rows, free[candidates]))
+        )
         best = candidates[scores == scores.max()]
         return (int(min(best, key=lambda g: (free[g], g))),)
