@@ -210,34 +210,3 @@ def test_usable_capacity_kept_incrementally_equals_a_fresh_count() -> None:
     state.unbind(bound[0].name)
     fresh = Scarcity.from_pods([*_workload(0.3), pod("big", cpu=120_000, gpus=8)], state.nodes)
     assert scarcity.usable(state).tolist() == fresh.usable(state).tolist()
-
-
-def test_a_pod_whose_every_kind_lies_in_a_home_pays_only_for_a_node_it_breaks_there() -> None:
-    state = cluster(*NODES)
-    eight = frozenset({"G2", "G3"})  # the kinds an 8-GPU pod fits: 1-GPU pods bound to them make a home of theirs
-    pods = [*(pod(f"b{i}", gpus=1, models=eight) for i in range(30)), *(pod(f"a{i}", gpus=1) for i in range(10))]
-    scarcity = Scarcity.from_pods(pods, state.nodes)
-    assert scarcity.homes == (_kinds(scarcity, "G2", "G3"),) and scarcity.pressure(state)[0] > 0
-    nodes = np.arange(state.size)
-    g2, g3 = state.index["g0"], state.index["h0"]
-    # Wherever the 8-GPU pod goes it takes the home's capacity: no node is dearer for it than another.
-    assert scarcity.penalty(state, pod("e", cpu=8_000, gpus=8), nodes).tolist() == [0.0] * 6
-    # A 1-GPU pod free to use the T4 and V100 nodes pays for what it takes there.
-    anywhere = scarcity.penalty(state, pod("x", cpu=4_000, gpus=1), nodes)
-    assert anywhere[g2] > 0 and anywhere[g3] > 0 and anywhere[0] == 0.0
-
-
-def test_a_confined_pod_still_pays_for_breaking_the_whole_node_another_gpu_count_needs() -> None:
-    state = cluster(*NODES)
-    g3 = frozenset({"G3"})
-    pods = [pod("big", cpu=120_000, gpus=8, models=g3), pod("s", gpus=1, models=g3)]
-    pods += [pod(f"a{i}", gpus=1) for i in range(20)]
-    scarcity = Scarcity.from_pods(pods, state.nodes)
-    whole = int(np.flatnonzero(scarcity.gpus == 8)[0])  # the home of the 8-GPU pod (the 1-GPU one's is the other)
-    h0 = state.index["h0"]
-    small = pod("t", cpu=2_000, gpus=1, models=g3)  # all its kinds lie in the 8-GPU home's: it takes nothing by choice
-    taken = 1000 + 2000 / scarcity.cpu_per_milli[whole]
-    beyond = scarcity.pressure(state)[whole] - scarcity.counted[whole]
-    assert beyond > 0
-    # ... but the rest of the node it breaks for the 8-GPU pod is lost by its choice.
-    assert scarcity.penalty(state, small, np.array([h0]))[0] == pytest.approx(max(beyond * (8000 - taken), 0.0))

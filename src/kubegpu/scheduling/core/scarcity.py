@@ -27,10 +27,7 @@ rest of what the node had free for them times the pressure beyond the weight
 ``w_H`` the fragmentation measure gives H's shapes (it already counts that
 rest as their fragment at ``w_H``: their share of the pods when it weighs
 shapes by pod count, as FGD and ``lookahead`` do, ``s_H`` when by GPU
-request); the highest over the homes counts. Pods of H pay nothing there. A
-pod whose own kinds all lie in H's but that asks another GPU count (an
-8-GPU pod and the home of the 1-GPU pods that fit every 8-GPU kind) takes
-H's capacity wherever it goes: it pays only for a node it breaks for H.
+request); the highest over the homes counts. Pods of H pay nothing there.
 Without such pods (every GPU pod at home everywhere) every penalty is zero.
 The pressure moves in steps of 1/32 (``PRESSURE_STEPS``) so that a scorer can
 cache node scores per pressure and stay exact.
@@ -216,10 +213,10 @@ class Scarcity:
         if not self.homes or not len(nodes):
             return np.zeros(len(nodes))
         home = self.home_of(pod) if pod.num_gpu else frozenset(range(len(self.kinds)))
-        # A pod all of whose kinds lie in a home's takes that home's capacity wherever it goes: the home's
-        # pods lose by its choice only the rest of a node it breaks for them. Pods of the home pay nothing.
-        confined = np.array([home <= h for h in self.homes], dtype=np.bool_)
-        elsewhere = ~(confined & (self.gpus == pod.num_gpu))
+        elsewhere = np.array(
+            [not (home <= h and n == pod.num_gpu) for h, n in zip(self.homes, self.gpus, strict=True)],
+            dtype=np.float64,
+        )
         weight = self.pressure(state) * elsewhere
         if not weight.any():
             return np.zeros(len(nodes))
@@ -240,7 +237,6 @@ class Scarcity:
         # gives them (their share of the pods); what it misses is the pressure beyond that weight.
         broken = np.where(still, 0.0, np.maximum(before - taken[None, :], 0.0))
         beyond = np.maximum(weight - self.counted, 0.0)
-        chosen = np.where(confined, 0.0, taken * weight)
-        loss = np.where(before > 0, chosen[None, :] + broken * beyond[None, :], 0.0)
+        loss = np.where(before > 0, taken[None, :] * weight[None, :] + broken * beyond[None, :], 0.0)
         out: FloatArray = loss.max(axis=1)
         return out
