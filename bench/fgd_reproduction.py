@@ -450,7 +450,12 @@ def _seeds(text: str) -> list[int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", default=",".join(PAPER_100), help="comma-separated trace names")
+    parser.add_argument(
+        "--traces",
+        default=",".join(PAPER_100),
+        help="comma-separated trace names (default: the nine with paper values); with --variants any shared pod "
+        "list, or all of them as 'all'",
+    )
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--seeds", type=_seeds, default=_seeds("42-51"))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
@@ -491,12 +496,20 @@ def main() -> int:
     args = parser.parse_args()
     traces = [t for t in args.traces.split(",") if t]
     policies = [p for p in args.policies.split(",") if p]
-    unknown = [t for t in traces if t not in PAPER_100]
-    if unknown:
-        parser.error(f"no paper values for trace(s) {', '.join(unknown)}; choose from {', '.join(PAPER_100)}")
     if not TRACE_DIR.is_dir():
         print(f"trace directory not found: {TRACE_DIR}", file=sys.stderr)
         return 1
+    shared = sorted(f.stem.removeprefix("openb_pod_list_") for f in TRACE_DIR.glob("openb_pod_list_*.csv"))
+    if args.variants and traces == ["all"]:
+        traces = shared
+    # The paper table needs the paper's values; the variant table takes any shared pod list (paper column "-").
+    known = shared if args.variants else list(PAPER_100)
+    unknown = [t for t in traces if t not in known]
+    if unknown:
+        parser.error(
+            f"no {'pod list' if args.variants else 'paper values'} for trace(s) {', '.join(unknown)}; "
+            f"choose from {', '.join(known)}" + ("" if not args.variants else " or all")
+        )
     if args.variants:
         bad = [v for v in args.only if v not in VARIANTS]
         if bad or not 0 <= args.first_draw < args.draws:

@@ -18,6 +18,7 @@ For one trace (a shared pod list or a generated variant, see
 
     python bench/lookahead_why.py --trace multigpu30 --draw 100 --seeds 1
     python bench/lookahead_why.py --trace cpu050 --policies fgd,lookahead,lookahead-old --seeds 1-3
+    python bench/lookahead_why.py --trace gpuspec05 --shared --seeds 42     # the shared list, not a variant draw
 
 ``lookahead-old`` is ``lookahead`` before issue 14 (shapes weighted by pod
 count, no scarcity term).
@@ -230,6 +231,11 @@ def main() -> int:
         "--trace", default="multigpu30", help="a shared pod list name or a variant (multigpu30, gpuspec34)"
     )
     parser.add_argument("--draw", type=int, default=100, help="variant draw (evaluation uses 0-2; 100+ for exploring)")
+    parser.add_argument(
+        "--shared",
+        action="store_true",
+        help="the shared pod list of that name, also where a variant has the name (gpuspec05)",
+    )
     parser.add_argument("--policies", default="fgd,lookahead-old,lookahead")
     parser.add_argument("--seeds", type=_seeds, default=_seeds("1"))
     args = parser.parse_args()
@@ -237,10 +243,14 @@ def main() -> int:
         print(f"trace directory not found: {TRACE_DIR}", file=sys.stderr)
         return 1
     nodes = read_nodes(TRACE_DIR / "openb_node_list_gpu_node.csv")
-    pods = build(f"{args.trace}@{args.draw}" if args.trace in VARIANTS else args.trace)
+    variant = args.trace in VARIANTS and not args.shared
+    if not variant and not (TRACE_DIR / f"openb_pod_list_{args.trace}.csv").is_file():
+        parser.error(f"no shared pod list {args.trace!r} in {TRACE_DIR}")
+    pods = build(f"{args.trace}@{args.draw}" if variant else args.trace)
+    label = f"{args.trace} (draw {args.draw})" if variant else f"{args.trace} (shared list)"
     for policy in [p for p in args.policies.split(",") if p]:
         runs = [analyse(nodes, pods, policy, seed) for seed in args.seeds]
-        print(f"== {args.trace} (draw {args.draw}) {policy}, seeds {args.seeds[0]}-{args.seeds[-1]}")
+        print(f"== {label} {policy}, seeds {args.seeds[0]}-{args.seeds[-1]}")
         print(f"  unallocated at 100 %: median {statistics.median(r['u100'] for r in runs):.2f} %")  # type: ignore[misc]
         failed: collections.Counter[str] = collections.Counter()
         for r in runs:
