@@ -106,6 +106,21 @@ def test_pressure_falls_as_the_capacity_to_come_shrinks_elsewhere() -> None:
     assert scarcity.pressure(state)[0] < before
 
 
+def test_the_capacity_to_come_is_what_the_free_cpu_can_feed_when_cpu_runs_out_before_the_gpus() -> None:
+    state = cluster(*NODES)  # 32 GPUs, 624 cores
+    hungry = [*_workload(0.05), *(pod(f"c{i}", cpu=36_000) for i in range(100))]  # 40.02 CPU milli per GPU-milli
+    scarcity = Scarcity.from_pods(hungry, state.nodes)
+    assert scarcity.to_come(state) == pytest.approx(624_000 / 40.02)
+    expected = 0.05 * (624_000 / 40.02) / 4_000  # T4's pods' share of what the CPU can still feed, over T4's 4 GPUs
+    assert scarcity.pressure(state)[0] == round(expected * PRESSURE_STEPS) / PRESSURE_STEPS
+    before = scarcity.pressure(state)[0]
+    state.bind(pod("cpu-only", cpu=96_000), state.index["g0"])  # no GPU taken, yet less to come
+    assert scarcity.pressure(state)[0] < before
+    # Where the GPUs run out first, CPU-only pods taking CPU leave the capacity to come as it was.
+    light = Scarcity.from_pods(_workload(0.05), state.nodes)
+    assert light.to_come(state) == state.total_gpu_milli
+
+
 def test_models_absent_from_the_cluster_neither_form_homes_nor_add_demand() -> None:
     state = cluster(*NODES)
     pods = [*_workload(0.05), *(pod(f"h{i}", gpus=1, models=frozenset({"H100"})) for i in range(50))]

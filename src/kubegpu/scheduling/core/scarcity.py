@@ -15,9 +15,13 @@ any G3 GPU, so they are two homes and a 1-GPU G3 pod that breaks the last
 whole G3 node takes it from the first. For every home H narrower than all GPU
 kinds, ``s_H`` is the share of the workload's GPU request made by pods whose
 kinds lie inside H's and that ask H's GPU count. If the rest of the workload
-arrives in the same mix until the cluster is full, those pods will ask for
-``s_H · free_all`` more GPU-milli against ``free_H`` free on H's nodes; the
-pressure ``min(1, s_H · free_all / free_H)`` is the chance that a milli of H
+arrives in the same mix until the cluster is full, it brings GPU-milli until
+the free GPU-milli, CPU or memory runs out, whichever comes first: ``to_come
+= min(free GPU-milli, free CPU / ρ, free memory / μ)``, ρ and μ the
+workload's CPU and memory request per GPU-milli it requests (CPU-only pods
+included: they too take their part of the free CPU). H's pods will ask for
+``s_H · to_come`` more GPU-milli against ``free_H`` free on H's nodes; the
+pressure ``min(1, s_H · to_come / free_H)`` is the chance that a milli of H
 taken now by a pod that could have gone elsewhere is one those pods will
 miss. A pod not of H (CPU-only pods included) pays, on a node of H that can
 still take the least H's pods ask, what it takes of H — its GPU-milli plus
@@ -71,7 +75,7 @@ class _Tracked:
     count: IntArray
     versions: IntArray
     total: FloatArray
-    pressure: tuple[int, FloatArray] | None = None
+    pressure: tuple[float, FloatArray] | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,8 @@ class Scarcity:
     need: IntArray  # need[j] = (GPUs, milli per GPU, CPU, memory): the least any of those pods asks of a node
     gpus: IntArray  # gpus[j] = the GPU count every pod of home j asks
     counted: FloatArray  # counted[j] = the weight the fragmentation measure gives those pods' shapes
+    cpu_per_gpu_milli: float = 0.0  # ρ: the workload's CPU request (CPU-only pods too) per GPU-milli requested
+    memory_per_gpu_milli: float = 0.0  # μ: the same for memory (MiB)
     _pod_homes: dict[tuple[int, int, int, frozenset[str]], frozenset[int]] = field(default_factory=dict, compare=False)
     _usable: dict[int, _Tracked] = field(default_factory=dict, compare=False)
 
@@ -120,7 +126,9 @@ class Scarcity:
             need[j] = [min(getattr(p, a) for p in inside) for a in ("num_gpu", "gpu_milli", "cpu_milli", "memory_mib")]
         member = np.array([[k in h for k in range(len(kinds))] for h in homes], dtype=np.float64)
         member = member.reshape(len(homes), len(kinds))
-        return cls(tuple(kinds), kind_of_node, tuple(homes), member, share, cpu_per_milli, need, gpus, counted)
+        rho = sum(p.cpu_milli for p in pods) / demand
+        mu = sum(p.memory_mib for p in pods) / demand
+        return cls(tuple(kinds), kind_of_node, tuple(homes), member, share, cpu_per_milli, need, gpus, counted, rho, mu)
 
     def home_of(self, pod: PodSpec) -> frozenset[int]:
         """The kinds whose empty node could hold the pod (kept per request)."""
@@ -180,19 +188,29 @@ class Scarcity:
         """Per narrow home: free GPU-milli on its nodes that can still take the least of what its pods ask."""
         return self._tracked(state).total.copy()
 
+    def to_come(self, state: ClusterState) -> float:
+        """GPU-milli the rest of the workload, in its mix, can still bring: until GPU, CPU or memory runs out."""
+        out = float(state.total_gpu_milli - state.allocated_gpu_milli)
+        if self.cpu_per_gpu_milli > 0:
+            out = min(out, float(state.cpu_free.sum()) / self.cpu_per_gpu_milli)
+        if self.memory_per_gpu_milli > 0:
+            out = min(out, float(state.memory_free.sum()) / self.memory_per_gpu_milli)
+        return max(out, 0.0)
+
     def pressure(self, state: ClusterState) -> FloatArray:
-        """Per narrow home: min(1, its pods' share of the free capacity to come / the home's free milli)."""
+        """Per narrow home: min(1, its pods' share of the GPU-milli to come / the home's free milli)."""
         if not self.homes:
             return np.zeros(0)
         tracked = self._tracked(state)
-        if tracked.pressure is not None and tracked.pressure[0] == state.allocated_gpu_milli:
+        to_come = self.to_come(state)
+        if tracked.pressure is not None and tracked.pressure[0] == to_come:
             return tracked.pressure[1]
         free_home = tracked.total
-        wanted = self.share * float(state.total_gpu_milli - state.allocated_gpu_milli)
+        wanted = self.share * to_come
         raw = np.where(free_home > 0, np.minimum(1.0, wanted / np.maximum(free_home, 1.0)), 0.0)
         out: FloatArray = np.round(raw * PRESSURE_STEPS) / PRESSURE_STEPS
         out.setflags(write=False)
-        tracked.pressure = (state.allocated_gpu_milli, out)
+        tracked.pressure = (to_come, out)
         return out
 
     def penalty(self, state: ClusterState, pod: PodSpec, nodes: IntArray, free: IntArray | None = None) -> FloatArray:
