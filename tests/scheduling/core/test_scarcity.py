@@ -121,6 +121,21 @@ def test_the_capacity_to_come_is_what_the_free_cpu_can_feed_when_cpu_runs_out_be
     assert light.to_come(state) == state.total_gpu_milli
 
 
+def test_a_node_counts_for_a_home_at_the_share_of_its_pods_that_still_fit_there() -> None:
+    state = cluster(*NODES)
+    pods = [
+        *(pod(f"light{i}", cpu=4_000, gpus=1, models=T4) for i in range(5)),
+        *(pod(f"heavy{i}", cpu=40_000, gpus=1, models=T4) for i in range(5)),
+        *(pod(f"a{i}", gpus=1) for i in range(90)),
+    ]
+    scarcity = Scarcity.from_pods(pods, state.nodes)
+    assert scarcity.usable(state).tolist() == [4000.0]  # both T4 nodes fit every T4 pod
+    state.bind(pod("cpu-only", cpu=70_000), state.index["t0"])  # 34 cores left: the light half fits, the heavy not
+    assert scarcity.usable(state).tolist() == [2000.0 + 0.5 * 2000.0]
+    state.bind(pod("more", cpu=31_000), state.index["t0"])  # 3 cores left: no T4 pod fits any more
+    assert scarcity.usable(state).tolist() == [2000.0]
+
+
 def test_models_absent_from_the_cluster_neither_form_homes_nor_add_demand() -> None:
     state = cluster(*NODES)
     pods = [*_workload(0.05), *(pod(f"h{i}", gpus=1, models=frozenset({"H100"})) for i in range(50))]

@@ -20,14 +20,17 @@ the free GPU-milli, CPU or memory runs out, whichever comes first: ``to_come
 = min(free GPU-milli, free CPU / ρ, free memory / μ)``, ρ and μ the
 workload's CPU and memory request per GPU-milli it requests (CPU-only pods
 included: they too take their part of the free CPU). H's pods will ask for
-``s_H · to_come`` more GPU-milli against ``free_H`` free on H's nodes; the
+``s_H · to_come`` more GPU-milli against ``free_H``: the free GPU-milli of
+H's nodes, each node's counted at the share of H's pods (by GPU request) that
+its free GPUs, CPU and memory could still take — a node with a sliver of CPU
+left is usable for the few of H's pods that ask that little, not for all; the
 pressure ``min(1, s_H · to_come / free_H)`` is the chance that a milli of H
 taken now by a pod that could have gone elsewhere is one those pods will
 miss. A pod not of H (CPU-only pods included) pays, on a node of H that can
 still take the least H's pods ask, what it takes of H — its GPU-milli plus
 its CPU counted as the GPU-milli it would feed for H's pods — times the
 pressure, and where the placement leaves that node unable to take them, the
-rest of what the node had free for them times the pressure beyond the weight
+rest of what the node had usable for them times the pressure beyond the weight
 ``w_H`` the fragmentation measure gives H's shapes (it already counts that
 rest as their fragment at ``w_H``: their share of the pods when it weighs
 shapes by pod count, as FGD and ``lookahead`` do, ``s_H`` when by GPU
@@ -93,6 +96,8 @@ class Scarcity:
     counted: FloatArray  # counted[j] = the weight the fragmentation measure gives those pods' shapes
     cpu_per_gpu_milli: float = 0.0  # ρ: the workload's CPU request (CPU-only pods too) per GPU-milli requested
     memory_per_gpu_milli: float = 0.0  # μ: the same for memory (MiB)
+    # fits[j]: (shapes, 4) — milli per GPU, CPU, memory and share of home j's GPU request, per distinct ask of its pods
+    fits: tuple[FloatArray, ...] = ()
     _pod_homes: dict[tuple[int, int, int, frozenset[str]], frozenset[int]] = field(default_factory=dict, compare=False)
     _usable: dict[int, _Tracked] = field(default_factory=dict, compare=False)
 
@@ -117,6 +122,7 @@ class Scarcity:
         counted = np.zeros(len(homes))
         cpu_per_milli = np.zeros(len(homes))
         need = np.zeros((len(homes), 4), dtype=np.int64)
+        fits: list[FloatArray] = []
         for j, home in enumerate(homes):
             inside = [p for h, p in at_home if h <= home and p.num_gpu == gpus[j]]
             milli = sum(p.total_gpu_milli for p in inside)
@@ -124,11 +130,29 @@ class Scarcity:
             counted[j] = len(inside) / len(pods) if counted_by_pods else share[j]
             cpu_per_milli[j] = sum(p.cpu_milli for p in inside) / milli
             need[j] = [min(getattr(p, a) for p in inside) for a in ("num_gpu", "gpu_milli", "cpu_milli", "memory_mib")]
+            asks: dict[tuple[int, int, int], float] = {}
+            for p in inside:
+                key = (p.gpu_milli, p.cpu_milli, p.memory_mib)
+                asks[key] = asks.get(key, 0.0) + p.total_gpu_milli / milli
+            fits.append(np.array([(*key, weight) for key, weight in sorted(asks.items())], dtype=np.float64))
         member = np.array([[k in h for k in range(len(kinds))] for h in homes], dtype=np.float64)
         member = member.reshape(len(homes), len(kinds))
         rho = sum(p.cpu_milli for p in pods) / demand
         mu = sum(p.memory_mib for p in pods) / demand
-        return cls(tuple(kinds), kind_of_node, tuple(homes), member, share, cpu_per_milli, need, gpus, counted, rho, mu)
+        return cls(
+            tuple(kinds),
+            kind_of_node,
+            tuple(homes),
+            member,
+            share,
+            cpu_per_milli,
+            need,
+            gpus,
+            counted,
+            rho,
+            mu,
+            tuple(fits),
+        )
 
     def home_of(self, pod: PodSpec) -> frozenset[int]:
         """The kinds whose empty node could hold the pod (kept per request)."""
@@ -146,12 +170,24 @@ class Scarcity:
     def _usable_rows(
         self, kind: IntArray, count: IntArray, gpu: IntArray, cpu: IntArray, memory: IntArray
     ) -> FloatArray:
-        """(nodes, homes): a node's free GPU-milli for each home it belongs to and can still take the least of."""
+        """(nodes, homes): a node's free GPU-milli for each home it belongs to, times the share of its pods it fits.
+
+        The share is of the home's GPU request, over the pods whose ask (GPUs
+        of enough free milli, CPU, memory) the node's free resources still
+        meet; zero where it cannot take the least of them.
+        """
         inside = np.where(kind[:, None] >= 0, self.member.T[np.maximum(kind, 0)], 0.0)
         enough = count >= self.need[:, 0][None, :]
         enough &= cpu[:, None] >= self.need[:, 2][None, :]
         enough &= memory[:, None] >= self.need[:, 3][None, :]
-        out: FloatArray = inside * enough * gpu.sum(axis=1)[:, None]
+        share = np.zeros(enough.shape)
+        for j, asks in enumerate(self.fits):
+            gpus_with = (gpu[:, :, None] >= asks[None, None, :, 0]).sum(axis=1)  # (nodes, asks)
+            fit = (
+                (gpus_with >= self.gpus[j]) & (cpu[:, None] >= asks[None, :, 1]) & (memory[:, None] >= asks[None, :, 2])
+            )
+            share[:, j] = fit @ asks[:, 3]
+        out: FloatArray = inside * enough * share * gpu.sum(axis=1)[:, None]
         return out
 
     def _tracked(self, state: ClusterState) -> _Tracked:
@@ -173,8 +209,9 @@ class Scarcity:
             rows = self._usable_rows(
                 self.kind_of_node[stale], count, state.gpu_free[stale], state.cpu_free[stale], state.memory_free[stale]
             )
-            tracked.total += rows.sum(axis=0) - tracked.per_node[stale].sum(axis=0)
             tracked.per_node[stale] = rows
+            # Summed afresh, not by difference: the shares are fractions, and a running sum would drift from it.
+            tracked.total = tracked.per_node.sum(axis=0)
             tracked.count[stale] = count
             tracked.versions[stale] = state.version[stale]
             tracked.pressure = None
