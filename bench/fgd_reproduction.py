@@ -29,62 +29,63 @@ the medians at that point), and the share of multi-GPU pods that failed by
 only while the saved policy's code is unchanged); runs go seed by seed, so an
 interrupted run holds every row for its first seeds.
 
-Issue 14's final evaluation (fifth round), ``--variants --traces all --draws 3 --seeds 42-51``
-(860 runs: FGD's 430 in about 6 min with ``--policies fgd --save``, ours 430 in
-30 min with 2 processes on a 2-core machine), 40 of 43 rows meeting the
-target; not met: cpu300 (+0.15 at 89 %) and the shared gpuspec05 list (+0.12 at
-94 %), two of the seven shared lists without paper values, and multigpu40@1 on
-the multi-GPU failure rate (3.38 % vs 3.35 %, one pod in one seed). Draws 3-7
-(``--traces "" --first-draw 3 --draws 8 --seeds 42-46``, never used to choose)
-meet it on all 45 rows (225 runs of ours in 19 min). With the fifth round's second
-change (a node counts for a home at the share of its pods that still fit it) the
-same draws 0-2 run gives 42 of 43 (only multigpu40@1 missing); draws 3-7 not rerun
-for it. The first change's table, the shared lists and draws 0-2:
+Issue 14's final evaluation (fifth round, both of its changes), ``--variants
+--traces all --draws 3 --seeds 42-51`` (860 runs: FGD's 430 in about 6 min with
+``--policies fgd --save``, ours 430 in 34 min with 2 processes on a 2-core
+machine): 42 of 43 rows meet the target. The one that does not is
+multigpu40@1, on the multi-GPU failure rate alone: its median over the seeds
+is 3.38 % against FGD's 3.35 %. Seed by seed, ours fails more multi-GPU pods
+than FGD in one seed of ten (seed 50, one 8-GPU pod at 96.9 % load), fewer in
+three and the same in six; the mean is 3.43 % against 3.51 %. A ``not met``
+line prints that reading for any such row. Draws 3-7 (``--traces ""
+--first-draw 3 --draws 8 --seeds 42-46``, never used to choose; 225 runs of
+ours in 21 min) meet it on all 45 rows, so 87 of 88 rows in all. The shared
+lists and draws 0-2:
 
     trace           FGD@100  paper  ours@100  FGD@130  ours@130 worst load  ours-FGD  ok  multi-GPU failed FGD/ours
-    cpu0               5.12      -      4.09     4.91      3.98        70 %     +0.00 yes          8.0 % /   6.4 %
-    cpu037             4.84      -      4.25     4.66      4.12        70 %     +0.00 yes          5.3 % /   4.6 %
-    cpu050             5.09   5.00      4.34     4.93      4.21        70 %     +0.00 yes          5.9 % /   4.6 %
-    cpu072             4.79      -      3.89     4.61      3.80        70 %     +0.00 yes          4.0 % /   3.9 %
-    cpu100             4.83   4.79      3.90     4.67      3.81        70 %     +0.00 yes          4.0 % /   3.9 %
-    cpu200             5.20   5.18      4.04     4.98      3.96        70 %     +0.00 yes          5.2 % /   3.8 %
-    cpu235             5.97      -      4.30     5.76      4.17        70 %     +0.00 yes          5.3 % /   2.6 %
-    cpu250             6.86   6.80      5.38     6.62      5.19        70 %     +0.00 yes          9.0 % /   6.5 %
-    cpu300            13.94      -     14.07    13.72     13.86        89 %     +0.15  NO         18.9 % /  16.1 %
-    default            4.66   4.77      3.90     4.51      3.81        70 %     +0.00 yes          4.6 % /   3.9 %
+    cpu0               5.12      -      4.06     4.91      3.95        70 %     +0.00 yes          8.0 % /   6.4 %
+    cpu037             4.84      -      4.29     4.66      4.17        70 %     +0.00 yes          5.3 % /   4.5 %
+    cpu050             5.09   5.00      4.31     4.93      4.16        70 %     +0.00 yes          5.9 % /   4.6 %
+    cpu072             4.79      -      3.90     4.61      3.80        70 %     +0.00 yes          4.0 % /   3.9 %
+    cpu100             4.83   4.79      3.89     4.67      3.81        70 %     +0.00 yes          4.0 % /   3.9 %
+    cpu200             5.20   5.18      4.04     4.98      3.95        70 %     +0.00 yes          5.2 % /   3.8 %
+    cpu235             5.97      -      4.31     5.76      4.16        70 %     +0.00 yes          5.3 % /   2.6 %
+    cpu250             6.86   6.80      5.42     6.62      5.22        70 %     +0.00 yes          9.0 % /   6.5 %
+    cpu300            13.94      -     13.78    13.72     13.57        70 %     +0.00 yes         18.9 % /  16.1 %
+    default            4.66   4.77      3.89     4.51      3.81        70 %     +0.00 yes          4.6 % /   3.9 %
     gpushare100       13.32  13.36     12.04    13.07     11.82        70 %     +0.00 yes          0.0 % /   0.0 %
-    gpushare20         3.56      -      2.87     3.42      2.81        70 %     +0.00 yes          5.9 % /   3.6 %
-    gpushare40         5.99   6.05      5.26     5.84      5.16        70 %     +0.00 yes          7.1 % /   5.8 %
-    gpushare60         8.73   8.70      7.83     8.58      7.69        70 %     +0.00 yes          6.8 % /   5.6 %
-    gpushare80        10.96  10.91      9.80    10.72      9.61        70 %     +0.00 yes         13.8 % /  13.8 %
-    gpuspec05          4.83      -      3.91     4.69      3.81        94 %     +0.12  NO          5.3 % /   3.3 %
-    multigpu20@0       4.36   4.47      3.54     4.21      3.45        70 %     +0.00 yes          4.0 % /   3.1 %
-    multigpu20@1       4.40   4.47      3.60     4.27      3.50        70 %     +0.00 yes          4.5 % /   3.2 %
-    multigpu20@2       4.54   4.47      3.51     4.40      3.42        70 %     +0.00 yes          4.9 % /   3.4 %
-    multigpu30@0       3.76   3.61      3.51     3.67      3.42        70 %     +0.00 yes          4.2 % /   4.0 %
-    multigpu30@1       3.74   3.61      3.54     3.62      3.44        70 %     +0.00 yes          3.7 % /   3.4 %
-    multigpu30@2       3.66   3.61      3.46     3.56      3.37        70 %     +0.00 yes          4.0 % /   3.6 %
-    multigpu40@0       3.28   3.10      3.09     3.20      3.00        70 %     +0.00 yes          3.3 % /   3.0 %
-    multigpu40@1       3.12   3.10      3.04     3.05      2.97        70 %     +0.00  NO          3.3 % /   3.4 %
-    multigpu40@2       3.30   3.10      3.05     3.21      2.97        70 %     +0.00 yes          3.2 % /   2.8 %
-    multigpu50@0       2.91   2.91      2.66     2.84      2.58        70 %     +0.00 yes          2.9 % /   2.5 %
-    multigpu50@1       2.65   2.91      2.54     2.57      2.48        70 %     +0.00 yes          2.6 % /   2.5 %
-    multigpu50@2       2.75   2.91      2.54     2.65      2.45        70 %     +0.00 yes          2.8 % /   2.5 %
-    gpuspec05@0        4.92      -      3.92     4.75      3.83        79 %     +0.03 yes          5.3 % /   4.6 %
-    gpuspec05@1        4.84      -      3.88     4.64      3.79        93 %     +0.00 yes          4.6 % /   3.9 %
-    gpuspec05@2        4.84      -      3.91     4.67      3.81        94 %     +0.10 yes          5.2 % /   3.9 %
-    gpuspec10@0        5.00   5.30      4.11     4.85      3.97       119 %     -0.85 yes          8.6 % /   3.3 %
-    gpuspec10@1        5.01   5.30      4.11     4.85      3.96       125 %     -0.88 yes         13.9 % /   3.9 %
+    gpushare20         3.56      -      2.88     3.42      2.81        70 %     +0.00 yes          5.9 % /   3.6 %
+    gpushare40         5.99   6.05      5.25     5.84      5.15        70 %     +0.00 yes          7.1 % /   5.8 %
+    gpushare60         8.73   8.70      7.81     8.58      7.67        70 %     +0.00 yes          6.8 % /   5.6 %
+    gpushare80        10.96  10.91      9.80    10.72      9.60        70 %     +0.00 yes         13.8 % /  13.8 %
+    gpuspec05          4.83      -      3.94     4.69      3.84        93 %     +0.08 yes          5.3 % /   3.9 %
+    multigpu20@0       4.36   4.47      3.58     4.21      3.48        70 %     +0.00 yes          4.0 % /   3.2 %
+    multigpu20@1       4.40   4.47      3.56     4.27      3.49        70 %     +0.00 yes          4.5 % /   3.2 %
+    multigpu20@2       4.54   4.47      3.66     4.40      3.56        70 %     +0.00 yes          4.9 % /   3.4 %
+    multigpu30@0       3.76   3.61      3.54     3.67      3.42        70 %     +0.00 yes          4.2 % /   4.1 %
+    multigpu30@1       3.74   3.61      3.56     3.62      3.46        70 %     +0.00 yes          3.7 % /   3.4 %
+    multigpu30@2       3.66   3.61      3.52     3.56      3.40        70 %     +0.00 yes          4.0 % /   3.7 %
+    multigpu40@0       3.28   3.10      3.12     3.20      3.02        70 %     +0.00 yes          3.3 % /   3.0 %
+    multigpu40@1       3.12   3.10      3.08     3.05      3.01        70 %     +0.00  NO          3.3 % /   3.4 %
+    multigpu40@2       3.30   3.10      3.12     3.21      3.02        70 %     +0.00 yes          3.2 % /   2.8 %
+    multigpu50@0       2.91   2.91      2.65     2.84      2.58        70 %     +0.00 yes          2.9 % /   2.4 %
+    multigpu50@1       2.65   2.91      2.59     2.57      2.50        70 %     +0.00 yes          2.6 % /   2.5 %
+    multigpu50@2       2.75   2.91      2.58     2.65      2.46        70 %     +0.00 yes          2.8 % /   2.5 %
+    gpuspec05@0        4.92      -      3.92     4.75      3.83        78 %     +0.03 yes          5.3 % /   4.6 %
+    gpuspec05@1        4.84      -      3.85     4.64      3.76        71 %     -0.00 yes          4.6 % /   3.9 %
+    gpuspec05@2        4.84      -      3.90     4.67      3.81        94 %     +0.01 yes          5.2 % /   3.9 %
+    gpuspec10@0        5.00   5.30      4.12     4.85      3.98       116 %     -0.84 yes          8.6 % /   3.9 %
+    gpuspec10@1        5.01   5.30      4.08     4.85      3.97       128 %     -0.87 yes         13.9 % /   3.9 %
     gpuspec10@2        5.19   5.30      4.01     5.00      3.88       127 %     -1.11 yes         13.3 % /   3.3 %
-    gpuspec20@0        5.41   5.31      4.20     5.15      4.08       130 %     -1.08 yes         22.7 % /   5.2 %
-    gpuspec20@1        5.29   5.31      4.12     5.04      3.99       128 %     -1.04 yes         21.9 % /   8.5 %
-    gpuspec20@2        5.28   5.31      4.22     5.04      4.09       130 %     -0.95 yes         19.1 % /   8.5 %
-    gpuspec25@0        6.27   6.08      4.13     5.24      4.01       130 %     -1.23 yes         21.4 % /   7.3 %
-    gpuspec25@1        6.53   6.08      4.21     5.28      4.06       130 %     -1.22 yes         24.8 % /   8.0 %
-    gpuspec25@2        6.44   6.08      4.13     5.28      4.00       128 %     -1.28 yes         20.5 % /   7.8 %
-    gpuspec34@0       12.57  12.12      6.46     5.28      4.08       130 %     -1.19 yes         21.1 % /   5.2 %
-    gpuspec34@1       12.69  12.12      6.88     5.29      4.19       128 %     -1.10 yes         23.0 % /   5.3 %
-    gpuspec34@2       12.71  12.12      6.96     5.31      4.16       130 %     -1.16 yes         20.9 % /   5.3 %
+    gpuspec20@0        5.41   5.31      4.12     5.15      4.00       130 %     -1.15 yes         22.7 % /   5.3 %
+    gpuspec20@1        5.29   5.31      4.05     5.04      3.93       128 %     -1.11 yes         21.9 % /   7.8 %
+    gpuspec20@2        5.28   5.31      4.22     5.04      4.08       130 %     -0.96 yes         19.1 % /   8.5 %
+    gpuspec25@0        6.27   6.08      4.12     5.24      4.00       130 %     -1.24 yes         21.4 % /   7.2 %
+    gpuspec25@1        6.53   6.08      4.18     5.28      4.05       130 %     -1.23 yes         24.8 % /   7.3 %
+    gpuspec25@2        6.44   6.08      4.12     5.28      3.96       122 %     -1.31 yes         20.5 % /   7.2 %
+    gpuspec34@0       12.57  12.12      6.51     5.28      4.11       130 %     -1.17 yes         21.1 % /   5.3 %
+    gpuspec34@1       12.69  12.12      6.96     5.29      4.18       128 %     -1.10 yes         23.0 % /   5.3 %
+    gpuspec34@2       12.71  12.12      7.00     5.31      4.13       124 %     -1.17 yes         20.9 % /   5.3 %
 """
 
 from __future__ import annotations
@@ -191,6 +192,21 @@ def _load_runs(path: Path) -> dict[tuple[str, str, int], tuple[list[float], floa
     return runs
 
 
+def _failure_reading(fgd: dict[int, tuple[list[float], float]], ours: dict[int, tuple[list[float], float]]) -> str:
+    """Why the multi-GPU failure median is above FGD's: the medians, seed by seed, and the mean over the seeds."""
+    seeds = sorted(fgd.keys() & ours.keys())
+    worse = sum(ours[s][1] > fgd[s][1] for s in seeds)
+    better = sum(ours[s][1] < fgd[s][1] for s in seeds)
+    mean_fgd = statistics.mean(fgd[s][1] for s in seeds)
+    mean_ours = statistics.mean(ours[s][1] for s in seeds)
+    return (
+        f"multi-GPU failed {100 * statistics.median(ours[s][1] for s in seeds):.2f} % against FGD's "
+        f"{100 * statistics.median(fgd[s][1] for s in seeds):.2f} % (median); per seed ours worse in {worse}, "
+        f"better in {better}, equal in {len(seeds) - worse - better} of {len(seeds)}; mean "
+        f"{100 * mean_ours:.2f} % against {100 * mean_fgd:.2f} %"
+    )
+
+
 def _variant_table(args: argparse.Namespace, traces: list[str]) -> int:
     rows = traces + [f"{v}@{d}" for v in args.only for d in range(args.first_draw, args.draws)]
     compared = [p for p in ("fgd", "lookahead") if p in args.policies.split(",")]
@@ -199,13 +215,13 @@ def _variant_table(args: argparse.Namespace, traces: list[str]) -> int:
     saved = _load_runs(args.reuse) if args.reuse else {}
     todo = [job for job in jobs if job not in saved]
     started = time.perf_counter()
-    runs: dict[tuple[str, str], list[tuple[list[float], float]]] = {}
-    for (trace, policy, _seed), run in saved.items():
-        if (trace, policy, _seed) in jobs:
-            runs.setdefault((trace, policy), []).append(run)
+    runs: dict[tuple[str, str], dict[int, tuple[list[float], float]]] = {}
+    for (trace, policy, seed), run in saved.items():
+        if (trace, policy, seed) in jobs:
+            runs.setdefault((trace, policy), {})[seed] = run
     with ProcessPoolExecutor(args.jobs) as pool:
         for trace, policy, seed, curve, failed in pool.map(_run_curve, todo, chunksize=1):
-            runs.setdefault((trace, policy), []).append((curve, failed))
+            runs.setdefault((trace, policy), {})[seed] = (curve, failed)
             if args.save:
                 record = {"trace": trace, "policy": policy, "seed": seed, "curve": curve, "failed": failed}
                 with open(args.save, "a", encoding="utf-8") as out:
@@ -229,18 +245,25 @@ def _variant_table(args: argparse.Namespace, traces: list[str]) -> int:
     table = []
     for trace in rows:
         med = {
-            policy: [statistics.median(c[i] for c, _ in runs[(trace, policy)]) for i in range(len(LOADS))]
+            policy: [statistics.median(c[i] for c, _ in runs[(trace, policy)].values()) for i in range(len(LOADS))]
             for policy in ("fgd", "lookahead")
         }
-        fails = {policy: statistics.median(f for _, f in runs[(trace, policy)]) for policy in ("fgd", "lookahead")}
+        fails = {
+            policy: statistics.median(f for _, f in runs[(trace, policy)].values()) for policy in ("fgd", "lookahead")
+        }
         diff = [o - f for o, f in zip(med["lookahead"], med["fgd"], strict=True)]
         worst = max(range(len(LOADS)), key=lambda i: diff[i])
         at100, at130 = LOADS.index(100), LOADS.index(130)
-        ok = diff[worst] <= WITHIN and fails["lookahead"] <= fails["fgd"]
-        if trace in traces:
-            ok = ok and med["lookahead"][at100] < med["fgd"][at100]
+        why = []
+        if diff[worst] > WITHIN:
+            why.append(f"{diff[worst]:+.2f} at {LOADS[worst]} %")
+        if fails["lookahead"] > fails["fgd"]:
+            why.append(_failure_reading(runs[(trace, "fgd")], runs[(trace, "lookahead")]))
+        if trace in traces and med["lookahead"][at100] >= med["fgd"][at100]:
+            why.append(f"{med['lookahead'][at100]:.2f} against FGD's {med['fgd'][at100]:.2f} at 100 %")
+        ok = not why
         if not ok:
-            misses.append(trace)
+            misses.append(f"{trace}: {'; '.join(why)}")
         paper = PAPER_FGD_VARIANTS.get(trace.partition("@")[0], (*PAPER_100.get(trace, (None,) * 6)[5:6], None))
         paper_text = f"{paper[0]:.2f}" if paper[0] is not None else "-"
         print(
@@ -260,6 +283,7 @@ def _variant_table(args: argparse.Namespace, traces: list[str]) -> int:
                 "worst_load": LOADS[worst],
                 "worst_diff": diff[worst],
                 "ok": ok,
+                "not_met": why,
             }
         )
     print()
