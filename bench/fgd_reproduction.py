@@ -38,9 +38,9 @@ is 3.38 % against FGD's 3.35 %. Seed by seed, ours fails more multi-GPU pods
 than FGD in one seed of ten (seed 50, one 8-GPU pod at 96.9 % load), fewer in
 three and the same in six; the mean is 3.43 % against 3.51 %. A ``not met``
 line prints that reading for any such row. Draws 3-7 (``--traces ""
---first-draw 3 --draws 8 --seeds 42-46``, never used to choose; 225 runs of
-ours in 21 min) meet it on all 45 rows, so 87 of 88 rows in all. The shared
-lists and draws 0-2:
+--first-draw 3 --draws 8 --seeds 42-51``, never used to choose; closest point
+multigpu50@6, +0.07 at 96 %) meet it on all 45 rows, so 87 of 88 rows in all.
+The shared lists and draws 0-2:
 
     trace           FGD@100  paper  ours@100  FGD@130  ours@130 worst load  ours-FGD  ok  multi-GPU failed FGD/ours
     cpu0               5.12      -      4.06     4.91      3.95        70 %     +0.00 yes          8.0 % /   6.4 %
