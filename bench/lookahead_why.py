@@ -14,7 +14,11 @@ For one trace (a shared pod list or a generated variant, see
   asking fewer, by pod class and node model, and for ``lookahead`` policies
   how the score terms ranked it: the mean drop of fragmentation F, of
   CPU-stranded GPU S, the gap-table gain and the scarcity penalty on the
-  chosen node against the best-scored node that was already in use.
+  chosen node against the best-scored node that was already in use; of
+  those by 100 % load, how many broke the node while another node (one in
+  use, or a smaller one) could have taken the pod, and at what load the last
+  empty 8-GPU node went (median, and per seed): once it has gone, every 8-GPU
+  pod that arrives fails.
 
     python bench/lookahead_why.py --trace multigpu30 --draw 100 --seeds 1
     python bench/lookahead_why.py --trace cpu050 --policies fgd,lookahead,lookahead-old --seeds 1-3
@@ -31,6 +35,7 @@ import collections
 import statistics
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -132,41 +137,71 @@ def _frag_after(state: ClusterState, cw: object, node: int, pod: PodSpec, share:
     return float(node_fragmentation(cw, state.cpu_free[[node]] - pod.cpu_milli, gpu, state.model_id[[node]])[0])
 
 
-def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, seed: int) -> dict[str, object]:
+@dataclass
+class _Before:
+    """The cluster's free resources before the pod now observed, and the GPU-milli arrived so far."""
+
+    arrived: int = 0
+    gpu: IntArray | None = None
+    cpu: IntArray | None = None
+    memory: IntArray | None = None
+
+
+@dataclass
+class Run:
+    """What one policy did with one seed (see the module docstring)."""
+
+    u100: float
+    failed: dict[str, float]  # GPUs asked by pods failed by 100 % load, by class
+    first: dict[str, float]  # load % of the first failure, by class
+    idle: dict[str, float]  # % of cluster GPU idle at 100 % load, by cause
+    breaks: collections.Counter[tuple[str, str]]  # (pod class, node model) of empty 8-GPU nodes broken
+    early_breaks: int  # of those, by 100 % load
+    chosen_breaks: int  # of those by 100 %, where another node could have taken the pod
+    last_empty: float | None  # load % at which no empty 8-GPU node was left
+    ranked: list[tuple[tuple[float, ...], tuple[float, ...]]] = field(default_factory=list)
+
+
+def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, seed: int) -> Run:
     options = OLD if policy == "lookahead-old" else None
     name = "lookahead" if policy.startswith("lookahead") else policy
     capacity = MILLI * sum(n.gpus for n in nodes)
     gpu_pods = [p for p in pods if p.num_gpu]
     min_cpu = min(p.cpu_milli for p in gpu_pods)
     min_mem = min(p.memory_mib for p in gpu_pods)
-    failed: collections.Counter[str] = collections.Counter()
+    failed: dict[str, float] = collections.defaultdict(float)
     failed_pods: list[PodSpec] = []
     first_fail: dict[str, float] = {}
     breaks: collections.Counter[tuple[str, str]] = collections.Counter()
+    early = [0, 0]  # breaks by 100 % load: all, and those where another node could have taken the pod
+    last_empty: list[float] = []
     ranked: list[tuple[tuple[float, ...], tuple[float, ...]]] = []
     idle: dict[str, float] = {}
-    seen = {"gpu": None, "cpu": None, "arrived": 0}
+    seen = _Before()
     recorder: list[_Terms] = []
 
     def observe(i: int, pod: PodSpec, state: ClusterState) -> None:
-        seen["arrived"] = int(seen["arrived"]) + pod.total_gpu_milli  # type: ignore[call-overload]
-        load = 100 * int(seen["arrived"]) / capacity  # type: ignore[call-overload]
-        before_gpu, before_cpu = seen["gpu"], seen["cpu"]
-        placed = before_gpu is not None and (
-            (state.gpu_free != before_gpu).any() or (state.cpu_free != before_cpu).any()  # type: ignore[operator]
-        )
-        if before_gpu is not None and not placed and pod.num_gpu and load <= 100:
-            failed[_class(pod)] += pod.total_gpu_milli / MILLI
-            failed_pods.append(pod)
-            first_fail.setdefault(_class(pod), round(load, 1))
-        if placed and pod.num_gpu != 8:
-            g0 = before_gpu
-            changed = np.flatnonzero((state.gpu_free != g0).any(axis=1) | (state.cpu_free != before_cpu))
-            for n in changed:
-                if state.gpu_count[n] == 8 and (g0[n] == MILLI).all() and before_cpu[n] == state.cpu_capacity[n]:  # type: ignore[index]
+        seen.arrived += pod.total_gpu_milli
+        load = 100 * seen.arrived / capacity
+        g0, c0, m0 = seen.gpu, seen.cpu, seen.memory
+        if g0 is not None and c0 is not None and m0 is not None:
+            placed = bool((state.gpu_free != g0).any() or (state.cpu_free != c0).any())
+            if not placed and pod.num_gpu and load <= 100:
+                failed[_class(pod)] += pod.total_gpu_milli / MILLI
+                failed_pods.append(pod)
+                first_fail.setdefault(_class(pod), round(load, 1))
+            if placed and pod.num_gpu != 8:
+                was_empty = _empty8(state, g0, c0)
+                changed = np.flatnonzero((state.gpu_free != g0).any(axis=1) | (state.cpu_free != c0))
+                for n in changed[was_empty[changed]]:
                     breaks[(_class(pod), state.nodes[n].model)] += 1
+                    if load <= 100:
+                        early[0] += 1
+                        early[1] += bool((_fits(state, g0, c0, m0, pod) & ~was_empty).any())
                     if recorder and recorder[0].last:
                         ranked.append(recorder[0].last)
+            if not last_empty and not _empty8(state, state.gpu_free, state.cpu_free).any():
+                last_empty.append(round(load, 2))
         if load >= 100 and not idle:
             free = state.gpu_free[:, : state.max_gpus]
             partly = float(free[(free > 0) & (free < MILLI)].sum())
@@ -186,7 +221,7 @@ def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, see
                     "whole GPUs, other": rest,
                 }
             )
-        seen["gpu"], seen["cpu"] = state.gpu_free.copy(), state.cpu_free.copy()
+        seen.gpu, seen.cpu, seen.memory = state.gpu_free.copy(), state.cpu_free.copy(), state.memory_free.copy()
 
     import kubegpu.scheduling.core.lookahead as la
 
@@ -201,14 +236,34 @@ def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, see
         result = simulate(nodes, pods, name, seed, options=options, observer=observe)
     finally:
         la.LookaheadScore.__init__ = original  # type: ignore[method-assign]
-    return {
-        "u100": result.unallocated_at(100),
-        "failed": dict(failed),
-        "first": first_fail,
-        "idle": {k: 100 * v / capacity for k, v in idle.items()},
-        "breaks": breaks,
-        "ranked": ranked,
-    }
+    return Run(
+        result.unallocated_at(100),
+        dict(failed),
+        first_fail,
+        {k: 100 * v / capacity for k, v in idle.items()},
+        breaks,
+        early[0],
+        early[1],
+        last_empty[0] if last_empty else None,
+        ranked,
+    )
+
+
+def _empty8(state: ClusterState, gpu: IntArray, cpu: IntArray) -> IntArray:
+    """Which nodes are 8-GPU nodes with every GPU and all CPU free, given their free GPU-milli and CPU."""
+    out: IntArray = (state.gpu_count == 8) & (gpu == MILLI).all(axis=1) & (cpu == state.cpu_capacity)
+    return out
+
+
+def _fits(state: ClusterState, gpu: IntArray, cpu: IntArray, memory: IntArray, pod: PodSpec) -> IntArray:
+    """Which nodes, with the given free GPU-milli, CPU and memory, could take the pod."""
+    out: IntArray = (
+        state.model_mask(pod.gpu_models)
+        & ((gpu >= pod.gpu_milli).sum(axis=1) >= pod.num_gpu)
+        & (cpu >= pod.cpu_milli)
+        & (memory >= pod.memory_mib)
+    )
+    return out
 
 
 def _could_use(state: ClusterState, node: int, pod: PodSpec) -> bool:
@@ -251,25 +306,41 @@ def main() -> int:
     for policy in [p for p in args.policies.split(",") if p]:
         runs = [analyse(nodes, pods, policy, seed) for seed in args.seeds]
         print(f"== {label} {policy}, seeds {args.seeds[0]}-{args.seeds[-1]}")
-        print(f"  unallocated at 100 %: median {statistics.median(r['u100'] for r in runs):.2f} %")  # type: ignore[misc]
-        failed: collections.Counter[str] = collections.Counter()
+        print(f"  unallocated at 100 %: median {statistics.median(r.u100 for r in runs):.2f} %")
+        failed: dict[str, float] = collections.defaultdict(float)
         for r in runs:
-            failed.update(r["failed"])  # type: ignore[arg-type]
+            for cls, gpus in r.failed.items():
+                failed[cls] += gpus
         print("  GPUs asked by pods failed by 100 % load (mean per run; first failure at load %):")
-        for cls, gpus in failed.most_common():
-            firsts = [r["first"].get(cls) for r in runs if cls in r["first"]]  # type: ignore[attr-defined]
+        for cls, gpus in sorted(failed.items(), key=lambda item: -item[1]):
+            firsts = [r.first[cls] for r in runs if cls in r.first]
             print(f"    {cls:<9} {gpus / len(runs):7.1f}   first at {min(firsts):5.1f} %")
         print("  idle at 100 % load (% of cluster GPU, mean):")
-        for key in runs[0]["idle"]:  # type: ignore[attr-defined]
-            print(f"    {key:<38} {statistics.mean(r['idle'][key] for r in runs):5.2f}")  # type: ignore[index]
+        for key in runs[0].idle:
+            print(f"    {key:<38} {statistics.mean(r.idle[key] for r in runs):5.2f}")
         breaks: collections.Counter[tuple[str, str]] = collections.Counter()
         for r in runs:
-            breaks.update(r["breaks"])  # type: ignore[arg-type]
+            breaks.update(r.breaks)
         top = ", ".join(f"{c} on {m}: {n / len(runs):.0f}" for (c, m), n in breaks.most_common(6))
         print(
             f"  empty 8-GPU nodes broken by smaller pods (mean per run): {sum(breaks.values()) / len(runs):.0f} ({top})"
         )
-        ranked = [pair for r in runs for pair in r["ranked"]]  # type: ignore[attr-defined]
+        gone = [r.last_empty for r in runs if r.last_empty is not None]
+        print(
+            f"    by 100 % load: {statistics.mean(r.early_breaks for r in runs):.0f}, of which "
+            f"{statistics.mean(r.chosen_breaks for r in runs):.1f} where another node could have taken the pod; "
+            "the last empty 8-GPU node went at "
+            + (f"{statistics.median(gone):.2f} % load (median)" if gone else "- (never)")
+        )
+        if len(runs) > 1:
+            print(
+                "    last empty 8-GPU node gone, per seed: "
+                + ", ".join(
+                    f"{seed}: {r.last_empty if r.last_empty is not None else '-'}"
+                    for seed, r in zip(args.seeds, runs, strict=True)
+                )
+            )
+        ranked = [pair for r in runs for pair in r.ranked]
         if ranked:
             print(
                 f"  score terms of those placements (mean milli; chosen empty node vs best used node), n={len(ranked)}:"
