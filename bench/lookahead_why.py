@@ -35,7 +35,7 @@ import collections
 import statistics
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from trace_variants import TRACE_DIR, VARIANTS, build
 
-from kubegpu.scheduling.core.cluster import ClusterState, IntArray
+from kubegpu.scheduling.core.cluster import BoolArray, ClusterState, IntArray
+from kubegpu.scheduling.core.filters import default_filters
 from kubegpu.scheduling.core.framework import MAX_NODE_SCORE
 from kubegpu.scheduling.core.lookahead import LookaheadScore
 from kubegpu.scheduling.core.model import MILLI, NodeSpec, PodSpec
@@ -76,8 +77,7 @@ class _Terms:
             self.last = None
             if pod.num_gpu == 8 or not len(nodes):
                 return out
-            empty = (state.gpu_count[nodes] == 8) & (state.gpu_free[nodes] == MILLI).all(axis=1)
-            empty &= state.cpu_free[nodes] == state.cpu_capacity[nodes]
+            empty = _empty8(state, state.gpu_free, state.cpu_free)[nodes]
             final = scorer.normalize(out)  # raw scores are Δ; the framework ranks these
             top = final.max()
             if not (empty & (final == top)).any() or empty.all():
@@ -139,12 +139,11 @@ def _frag_after(state: ClusterState, cw: object, node: int, pod: PodSpec, share:
 
 @dataclass
 class _Before:
-    """The cluster's free resources before the pod now observed, and the GPU-milli arrived so far."""
+    """The cluster's free GPU-milli and CPU before the pod now observed, and the GPU-milli arrived so far."""
 
     arrived: int = 0
     gpu: IntArray | None = None
     cpu: IntArray | None = None
-    memory: IntArray | None = None
 
 
 @dataclass
@@ -159,7 +158,7 @@ class Run:
     early_breaks: int  # of those, by 100 % load
     chosen_breaks: int  # of those by 100 %, where another node could have taken the pod
     last_empty: float | None  # load % at which no empty 8-GPU node was left
-    ranked: list[tuple[tuple[float, ...], tuple[float, ...]]] = field(default_factory=list)
+    ranked: list[tuple[tuple[float, ...], tuple[float, ...]]]  # score terms: chosen empty node, best used node
 
 
 def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, seed: int) -> Run:
@@ -173,18 +172,19 @@ def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, see
     failed_pods: list[PodSpec] = []
     first_fail: dict[str, float] = {}
     breaks: collections.Counter[tuple[str, str]] = collections.Counter()
-    early = [0, 0]  # breaks by 100 % load: all, and those where another node could have taken the pod
-    last_empty: list[float] = []
+    early_breaks = chosen_breaks = 0  # breaks by 100 % load: all, and those where another node could take the pod
+    last_empty: float | None = None
     ranked: list[tuple[tuple[float, ...], tuple[float, ...]]] = []
     idle: dict[str, float] = {}
     seen = _Before()
     recorder: list[_Terms] = []
 
     def observe(i: int, pod: PodSpec, state: ClusterState) -> None:
+        nonlocal early_breaks, chosen_breaks, last_empty
         seen.arrived += pod.total_gpu_milli
         load = 100 * seen.arrived / capacity
-        g0, c0, m0 = seen.gpu, seen.cpu, seen.memory
-        if g0 is not None and c0 is not None and m0 is not None:
+        g0, c0 = seen.gpu, seen.cpu
+        if g0 is not None and c0 is not None:
             placed = bool((state.gpu_free != g0).any() or (state.cpu_free != c0).any())
             if not placed and pod.num_gpu and load <= 100:
                 failed[_class(pod)] += pod.total_gpu_milli / MILLI
@@ -192,26 +192,28 @@ def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, see
                 first_fail.setdefault(_class(pod), round(load, 1))
             if placed and pod.num_gpu != 8:
                 was_empty = _empty8(state, g0, c0)
-                changed = np.flatnonzero((state.gpu_free != g0).any(axis=1) | (state.cpu_free != c0))
-                for n in changed[was_empty[changed]]:
+                touched = (state.gpu_free != g0).any(axis=1) | (state.cpu_free != c0)
+                for n in np.flatnonzero(touched & was_empty):
                     breaks[(_class(pod), state.nodes[n].model)] += 1
                     if load <= 100:
-                        early[0] += 1
-                        early[1] += bool((_fits(state, g0, c0, m0, pod) & ~was_empty).any())
+                        early_breaks += 1
+                        # The nodes the placement did not touch are as they were before it, so the scheduler's
+                        # own filters on them say where else the pod could have gone.
+                        chosen_breaks += bool((_feasible(state, pod) & ~touched & ~was_empty).any())
                     if recorder and recorder[0].last:
                         ranked.append(recorder[0].last)
-            if not last_empty and not _empty8(state, state.gpu_free, state.cpu_free).any():
-                last_empty.append(round(load, 2))
+            if last_empty is None and not _empty8(state, state.gpu_free, state.cpu_free).any():
+                last_empty = round(load, 2)
         if load >= 100 and not idle:
             free = state.gpu_free[:, : state.max_gpus]
             partly = float(free[(free > 0) & (free < MILLI)].sum())
             whole = free == MILLI
             starved = (state.cpu_free < min_cpu) | (state.memory_free < min_mem)
             no_cpu = float(MILLI * whole[starved].sum())
-            unusable = 0.0
-            for n in np.flatnonzero(~starved & whole.any(axis=1)):
-                if not any(_could_use(state, int(n), p) for p in failed_pods[-200:]):
-                    unusable += MILLI * whole[n].sum()
+            usable = np.zeros(state.size, dtype=np.bool_)
+            for p in failed_pods[-200:]:
+                usable |= _feasible(state, p)
+            unusable = float(MILLI * whole[~starved & ~usable].sum())
             rest = float(MILLI * whole.sum()) - no_cpu - unusable
             idle.update(
                 {
@@ -221,7 +223,7 @@ def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, see
                     "whole GPUs, other": rest,
                 }
             )
-        seen.gpu, seen.cpu, seen.memory = state.gpu_free.copy(), state.cpu_free.copy(), state.memory_free.copy()
+        seen.gpu, seen.cpu = state.gpu_free.copy(), state.cpu_free.copy()
 
     import kubegpu.scheduling.core.lookahead as la
 
@@ -242,37 +244,25 @@ def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, see
         first_fail,
         {k: 100 * v / capacity for k, v in idle.items()},
         breaks,
-        early[0],
-        early[1],
-        last_empty[0] if last_empty else None,
+        early_breaks,
+        chosen_breaks,
+        last_empty,
         ranked,
     )
 
 
-def _empty8(state: ClusterState, gpu: IntArray, cpu: IntArray) -> IntArray:
+def _empty8(state: ClusterState, gpu: IntArray, cpu: IntArray) -> BoolArray:
     """Which nodes are 8-GPU nodes with every GPU and all CPU free, given their free GPU-milli and CPU."""
-    out: IntArray = (state.gpu_count == 8) & (gpu == MILLI).all(axis=1) & (cpu == state.cpu_capacity)
+    out: BoolArray = (state.gpu_count == 8) & (gpu == MILLI).all(axis=1) & (cpu == state.cpu_capacity)
     return out
 
 
-def _fits(state: ClusterState, gpu: IntArray, cpu: IntArray, memory: IntArray, pod: PodSpec) -> IntArray:
-    """Which nodes, with the given free GPU-milli, CPU and memory, could take the pod."""
-    out: IntArray = (
-        state.model_mask(pod.gpu_models)
-        & ((gpu >= pod.gpu_milli).sum(axis=1) >= pod.num_gpu)
-        & (cpu >= pod.cpu_milli)
-        & (memory >= pod.memory_mib)
-    )
+def _feasible(state: ClusterState, pod: PodSpec) -> BoolArray:
+    """Which nodes could take the pod now, by the filters every built-in policy schedules with."""
+    out = np.ones(state.size, dtype=np.bool_)
+    for plugin in default_filters():
+        out &= plugin.filter(state, pod)
     return out
-
-
-def _could_use(state: ClusterState, node: int, pod: PodSpec) -> bool:
-    return bool(
-        state.model_mask(pod.gpu_models)[node]
-        and (state.gpu_free[node] >= pod.gpu_milli).sum() >= pod.num_gpu
-        and state.cpu_free[node] >= pod.cpu_milli
-        and state.memory_free[node] >= pod.memory_mib
-    )
 
 
 def _seeds(text: str) -> list[int]:
