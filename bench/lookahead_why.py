@@ -141,9 +141,9 @@ def _frag_after(state: ClusterState, cw: object, node: int, pod: PodSpec, share:
 class _Before:
     """The cluster's free GPU-milli and CPU before the pod now observed, and the GPU-milli arrived so far."""
 
+    gpu: IntArray
+    cpu: IntArray
     arrived: int = 0
-    gpu: IntArray | None = None
-    cpu: IntArray | None = None
 
 
 @dataclass
@@ -176,7 +176,8 @@ def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, see
     last_empty: float | None = None
     ranked: list[tuple[tuple[float, ...], tuple[float, ...]]] = []
     idle: dict[str, float] = {}
-    seen = _Before()
+    empty = ClusterState(nodes)
+    seen = _Before(empty.gpu_free.copy(), empty.cpu_free.copy())  # before the first pod: nothing placed
     recorder: list[_Terms] = []
 
     def observe(i: int, pod: PodSpec, state: ClusterState) -> None:
@@ -184,26 +185,25 @@ def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, see
         seen.arrived += pod.total_gpu_milli
         load = 100 * seen.arrived / capacity
         g0, c0 = seen.gpu, seen.cpu
-        if g0 is not None and c0 is not None:
-            placed = bool((state.gpu_free != g0).any() or (state.cpu_free != c0).any())
-            if not placed and pod.num_gpu and load <= 100:
-                failed[_class(pod)] += pod.total_gpu_milli / MILLI
-                failed_pods.append(pod)
-                first_fail.setdefault(_class(pod), round(load, 1))
-            if placed and pod.num_gpu != 8:
-                was_empty = _empty8(state, g0, c0)
-                touched = (state.gpu_free != g0).any(axis=1) | (state.cpu_free != c0)
-                for n in np.flatnonzero(touched & was_empty):
-                    breaks[(_class(pod), state.nodes[n].model)] += 1
-                    if load <= 100:
-                        early_breaks += 1
-                        # The nodes the placement did not touch are as they were before it, so the scheduler's
-                        # own filters on them say where else the pod could have gone.
-                        chosen_breaks += bool((_feasible(state, pod) & ~touched & ~was_empty).any())
-                    if recorder and recorder[0].last:
-                        ranked.append(recorder[0].last)
-            if last_empty is None and not _empty8(state, state.gpu_free, state.cpu_free).any():
-                last_empty = round(load, 2)
+        placed = bool((state.gpu_free != g0).any() or (state.cpu_free != c0).any())
+        if not placed and pod.num_gpu and load <= 100:
+            failed[_class(pod)] += pod.total_gpu_milli / MILLI
+            failed_pods.append(pod)
+            first_fail.setdefault(_class(pod), round(load, 1))
+        if placed and pod.num_gpu != 8:
+            was_empty = _empty8(state, g0, c0)
+            touched = (state.gpu_free != g0).any(axis=1) | (state.cpu_free != c0)
+            for n in np.flatnonzero(touched & was_empty):
+                breaks[(_class(pod), state.nodes[n].model)] += 1
+                if load <= 100:
+                    early_breaks += 1
+                    # The nodes the placement did not touch are as they were before it, so the scheduler's
+                    # own filters on them say where else the pod could have gone.
+                    chosen_breaks += bool((_feasible(state, pod) & ~touched & ~was_empty).any())
+                if recorder and recorder[0].last:
+                    ranked.append(recorder[0].last)
+        if last_empty is None and not _empty8(state, state.gpu_free, state.cpu_free).any():
+            last_empty = round(load, 2)
         if load >= 100 and not idle:
             free = state.gpu_free[:, : state.max_gpus]
             partly = float(free[(free > 0) & (free < MILLI)].sum())
