@@ -176,8 +176,8 @@ def analyse(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec], policy: str, see
     last_empty: float | None = None
     ranked: list[tuple[tuple[float, ...], tuple[float, ...]]] = []
     idle: dict[str, float] = {}
-    empty = ClusterState(nodes)
-    seen = _Before(empty.gpu_free.copy(), empty.cpu_free.copy())  # before the first pod: nothing placed
+    fresh = ClusterState(nodes)
+    seen = _Before(fresh.gpu_free, fresh.cpu_free)  # before the first pod: nothing placed
     recorder: list[_Terms] = []
 
     def observe(i: int, pod: PodSpec, state: ClusterState) -> None:
